@@ -1,0 +1,143 @@
+//! Everything that can go wrong, as values. No public call panics.
+
+use std::fmt;
+
+/// Why [`Tracker::send`](crate::Tracker::send) refused a record. The record
+/// comes back in the error, so nothing is lost.
+///
+/// ```
+/// use inflight::{SendError, Tracker};
+/// let tracker = Tracker::with_capacity(1);
+/// let _first = tracker.send("p", 1_u64).unwrap();
+/// match tracker.send("p", 2_u64) {
+///     Err(SendError::Full(partition, offset)) => assert_eq!((partition, offset), ("p", 2)),
+///     other => panic!("expected Full, got {other:?}"),
+/// }
+/// ```
+#[derive(PartialEq, Eq, Clone)]
+pub enum SendError<P, O> {
+    /// The tracker already holds its capacity of records in flight (see
+    /// [`Tracker::with_capacity`](crate::Tracker::with_capacity)); resolve
+    /// some and retry.
+    Full(P, O),
+    /// [`Tracker::close`](crate::Tracker::close) was called; no record is
+    /// accepted any more.
+    Closed(P, O),
+}
+
+impl<P, O> SendError<P, O> {
+    /// The refused record, `(partition, offset)`.
+    pub fn into_inner(self) -> (P, O) {
+        match self {
+            SendError::Full(p, o) | SendError::Closed(p, o) => (p, o),
+        }
+    }
+}
+
+impl<P, O> fmt::Debug for SendError<P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Full(..) => f.write_str("Full(..)"),
+            SendError::Closed(..) => f.write_str("Closed(..)"),
+        }
+    }
+}
+
+impl<P, O> fmt::Display for SendError<P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Full(..) => {
+                f.write_str("the tracker is at capacity; the record was not sent")
+            }
+            SendError::Closed(..) => f.write_str("the tracker is closed; the record was not sent"),
+        }
+    }
+}
+
+impl<P, O> std::error::Error for SendError<P, O> {}
+
+/// Why a ticket could not be resolved. In every case nothing changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResolveError {
+    /// The ticket names no record this tracker issued: a forged raw value,
+    /// or a raw ticket whose slot was never used.
+    Unknown,
+    /// The ticket's record was already acked or failed (its slot may since
+    /// hold another record, which stays untouched).
+    AlreadyResolved,
+    /// The ticket was issued by another tracker.
+    ForeignTracker,
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ResolveError::Unknown => "the ticket names no record of this tracker",
+            ResolveError::AlreadyResolved => "the ticket's record was already acked or failed",
+            ResolveError::ForeignTracker => "the ticket was issued by another tracker",
+        })
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+/// Why [`Tracker::begin_flush`](crate::Tracker::begin_flush) could not start
+/// a flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BeginFlushError {
+    /// Another [`Flush`](crate::Flush) is alive; commit, abort or drop it first.
+    InProgress,
+}
+
+impl fmt::Display for BeginFlushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a flush is already in progress")
+    }
+}
+
+impl std::error::Error for BeginFlushError {}
+
+/// Why a flush did not produce offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlushError {
+    /// The deadline passed with `pending` covered records still unresolved.
+    /// The flush is still usable: wait again, or abort it.
+    Timeout {
+        /// Covered records not yet acked or failed.
+        pending: usize,
+    },
+    /// [`Tracker::interrupt`](crate::Tracker::interrupt) was called. The flush
+    /// can now only be aborted (or dropped); `commit` returns `NotReady`.
+    Interrupted,
+    /// Every covered record was resolved, but `failed` of them failed. No
+    /// offsets are safe to commit: restart from the last committed ones.
+    Failed {
+        /// Covered records resolved by `fail`.
+        failed: usize,
+    },
+    /// `commit` was called on a flush whose `wait` had not returned `Ok`. The
+    /// flush was aborted.
+    NotReady,
+}
+
+impl fmt::Display for FlushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlushError::Timeout { pending } => {
+                write!(f, "flush timed out with {pending} covered records pending")
+            }
+            FlushError::Interrupted => f.write_str("flush interrupted"),
+            FlushError::Failed { failed } => {
+                write!(
+                    f,
+                    "{failed} covered records failed; no offsets can be committed"
+                )
+            }
+            FlushError::NotReady => {
+                f.write_str("commit before wait returned Ok; the flush was aborted")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FlushError {}

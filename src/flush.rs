@@ -1,0 +1,344 @@
+//! A barrier flush: wait until every covered record is resolved, then
+//! commit the latest covered offset of each partition, or abort.
+//!
+//! This module owns the flush carry and the folding of drained generations
+//! into it. Only the live [`Flush`] (the holder of the tracker's `flushing`
+//! flag) touches the carry, so it needs no atomics of its own.
+//!
+//! # Folding
+//!
+//! A flush covers the carry plus every generation from the tracker's
+//! `oldest` through the one its `begin_flush` sealed (`upto`). Whenever the
+//! oldest covered generation has no live records left, `wait` folds it: each
+//! of its partition cells moves into the carry (the carry's older slot for
+//! that partition is released: the newer generation wins), its failure count
+//! is added, `oldest` moves to the next generation, and the generation is
+//! handed to the epoch collector. The chain therefore only ever holds
+//! generations that still have records in flight (plus the open one), and
+//! the carry holds at most one retained slot per partition.
+//!
+//! `commit` releases the carry's slots; `abort` leaves carry and chain as
+//! they are, so the next flush covers them again (its newer cells win).
+//! Failures are never cleared: offsets never move past a failed record.
+
+use crate::generation::Generation;
+use crate::sync::epoch;
+use crate::sync::{park_timeout, Ordering};
+use crate::{FlushError, Tracker};
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// What folded generations left behind.
+#[derive(Default)]
+pub(crate) struct Carry {
+    /// Per partition number: the retained slot + 1 of its latest folded
+    /// record, 0 for none. The carry holds each such slot (`HELD`).
+    slots: Vec<usize>,
+    /// Failed records among the folded generations. Never decreases.
+    failed: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for covered records.
+    Pending,
+    /// `wait` returned `Ok`: `commit` may proceed.
+    Ready,
+    /// `wait` returned `Interrupted`: only abort remains.
+    Interrupted,
+}
+
+/// A barrier flush in progress, from [`Tracker::begin_flush`].
+///
+/// [`wait`](Flush::wait) until every covered record is acked and take the
+/// offsets, store them where your restart will read them, then
+/// [`commit`](Flush::commit). If storing fails, [`abort`](Flush::abort) (or
+/// drop the flush): the next flush covers the same records again, and newer
+/// ones. Only one flush exists at a time.
+///
+/// ```
+/// use std::time::Duration;
+/// use inflight::{FlushError, Tracker};
+///
+/// let tracker = Tracker::new();
+/// let ticket = tracker.send("p", 7_u64).unwrap();
+/// let mut flush = tracker.begin_flush().unwrap();
+/// assert_eq!(flush.pending(), 1);
+/// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Timeout { pending: 1 }));
+/// tracker.ack(ticket).unwrap();
+/// let offsets = flush.wait(Duration::from_secs(1)).unwrap();
+/// assert_eq!(offsets.get("p"), Some(&7));
+/// flush.commit().unwrap();
+/// ```
+#[must_use = "dropping a Flush aborts it"]
+pub struct Flush<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    /// Address of the generation `begin_flush` sealed; compared, never
+    /// dereferenced.
+    upto: usize,
+    /// Every covered generation has been folded into the carry.
+    folded: bool,
+    phase: Phase,
+}
+
+impl<'t, P, O> Flush<'t, P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    pub(crate) fn new(tracker: &'t Tracker<P, O>, upto: usize) -> Self {
+        Self {
+            tracker,
+            upto,
+            folded: false,
+            phase: Phase::Pending,
+        }
+    }
+
+    /// Waits until every covered record is resolved, at most `timeout`.
+    ///
+    /// - `Ok(offsets)`: every covered record was acked; for each partition
+    ///   with a covered record, the offset of its latest covered record (in
+    ///   send order). Safe to store; then [`commit`](Self::commit).
+    /// - [`FlushError::Failed`]: every covered record was resolved and some
+    ///   failed. No offsets: offsets never move past a failed record.
+    /// - [`FlushError::Timeout`]: still pending at the deadline; the flush
+    ///   is still usable: wait again or abort.
+    /// - [`FlushError::Interrupted`]: [`Tracker::interrupt`] was called; the
+    ///   flush can only be aborted now.
+    ///
+    /// Parks the thread (after a short spin) and wakes as soon as the last
+    /// covered record is resolved, not at the timeout. A zero timeout polls.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let tracker = inflight::Tracker::new();
+    /// let ticket = tracker.send(0_u32, 5_u64).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| tracker.ack(ticket).unwrap());
+    ///     let offsets = flush.wait(Duration::from_secs(10)).unwrap();
+    ///     assert_eq!(offsets[&0], 5);
+    /// });
+    /// ```
+    pub fn wait(&mut self, timeout: Duration) -> Result<HashMap<P, O>, FlushError> {
+        if self.phase == Phase::Interrupted {
+            return Err(FlushError::Interrupted);
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let mut spins = 0_u32;
+        let mut registered = false;
+        let result = loop {
+            if self.tracker.take_interrupt() {
+                self.phase = Phase::Interrupted;
+                break Err(FlushError::Interrupted);
+            }
+            let pending = self.advance();
+            if pending == 0 {
+                break self.outcome();
+            }
+            let remaining = match deadline {
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(remaining) if !remaining.is_zero() => remaining,
+                    _ => break Err(FlushError::Timeout { pending }),
+                },
+                None => Duration::MAX,
+            };
+            if spins < SPINS {
+                spins += 1;
+                crate::sync::spin_hint();
+                continue;
+            }
+            if !registered {
+                // Register, then look again before parking (Dekker pair with
+                // the last resolution; see `waiter`).
+                self.tracker.waiter.register();
+                registered = true;
+                continue;
+            }
+            park_timeout(remaining);
+        };
+        if registered {
+            self.tracker.waiter.unregister();
+        }
+        result
+    }
+
+    /// The result once nothing covered is pending.
+    fn outcome(&mut self) -> Result<HashMap<P, O>, FlushError> {
+        // SAFETY: this flush holds the tracker's `flushing` flag, which makes
+        // it the only user of the carry.
+        let carry = self.tracker.carry.with(|c| unsafe { &*c });
+        if carry.failed > 0 {
+            return Err(FlushError::Failed {
+                failed: carry.failed,
+            });
+        }
+        self.phase = Phase::Ready;
+        let slots = &self.tracker.slots;
+        Ok(self.tracker.partitions.with_keys(|keys| {
+            let mut offsets = HashMap::with_capacity(keys.len());
+            for (number, &slot) in carry.slots.iter().enumerate() {
+                let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
+                if let (Some(slot), Some(partition)) = (slot, keys.get(number)) {
+                    // SAFETY: the carry holds this slot, so it keeps its value
+                    // until the carry releases it, which only this flush does.
+                    let offset = unsafe { slot.value() };
+                    offsets.insert(partition.clone(), offset.clone());
+                }
+            }
+            offsets
+        }))
+    }
+
+    /// Folds drained covered generations into the carry and returns how many
+    /// covered records are still pending.
+    fn advance(&mut self) -> usize {
+        if self.folded {
+            return 0;
+        }
+        let tracker = self.tracker;
+        let guard = epoch::pin();
+        // SAFETY: this flush holds the `flushing` flag (see `outcome`).
+        let carry = tracker.carry.with_mut(|c| unsafe { &mut *c });
+        // Acquire: see the generation's initialisation.
+        let mut current = tracker.oldest.load(Ordering::Acquire, &guard);
+        let mut pending = 0;
+        let mut folding = true;
+        loop {
+            let is_upto = current.as_raw() as usize == self.upto;
+            // SAFETY: every generation from `oldest` through `upto` is in the
+            // chain (this flush is the only one that removes generations), and
+            // the guard keeps any we remove alive until we are done.
+            let generation = unsafe { current.deref() };
+            let live = generation.live();
+            // Acquire: a sealed generation's successor is set.
+            let next = generation.next.load(Ordering::Acquire, &guard);
+            if folding && live == 0 {
+                // Sealed (every covered generation is) and drained: its cells
+                // are final. Move them into the carry and drop it.
+                debug_assert!(generation.is_sealed());
+                fold(carry, generation, &tracker.slots);
+                // Release: publishes the new chain head to `in_flight`.
+                tracker.oldest.store(next, Ordering::Release);
+                // SAFETY: unlinked just above; other threads reach it only
+                // under guards, which the collector waits for.
+                unsafe { guard.defer_destroy(current) };
+                if is_upto {
+                    self.folded = true;
+                    return 0;
+                }
+            } else {
+                folding = false;
+                pending += live;
+                if is_upto {
+                    return pending;
+                }
+            }
+            current = next;
+        }
+    }
+
+    /// Releases the carried offsets: the records up to this flush's seal are
+    /// committed. Call after [`wait`](Self::wait) returned `Ok` and you
+    /// stored its offsets. Otherwise returns [`FlushError::NotReady`] and
+    /// aborts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::<u8, u8>::new();
+    /// let flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.commit(), Err(FlushError::NotReady));
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert!(flush.wait(Duration::ZERO).unwrap().is_empty());
+    /// flush.commit().unwrap();
+    /// ```
+    pub fn commit(self) -> Result<(), FlushError> {
+        if self.phase != Phase::Ready {
+            return Err(FlushError::NotReady);
+        }
+        // SAFETY: this flush holds the `flushing` flag (see `outcome`).
+        let carry = self.tracker.carry.with_mut(|c| unsafe { &mut *c });
+        for slot in carry.slots.iter_mut() {
+            if let Some(index) = slot.checked_sub(1) {
+                self.tracker.slots.release(index);
+                *slot = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives up on this flush. The next flush covers this one's records as
+    /// well as newer ones; offsets merge, later sends winning. Dropping a
+    /// `Flush` does the same.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let tracker = inflight::Tracker::new();
+    /// let old = tracker.send("p", 1_u64).unwrap();
+    /// tracker.begin_flush().unwrap().abort();
+    /// let new = tracker.send("p", 2_u64).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.pending(), 2); // both generations are covered
+    /// tracker.ack(old).unwrap();
+    /// tracker.ack(new).unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO).unwrap()["p"], 2);
+    /// ```
+    pub fn abort(self) {}
+
+    /// Covered records not yet resolved.
+    pub fn pending(&self) -> usize {
+        if self.folded {
+            return 0;
+        }
+        let guard = epoch::pin();
+        // Acquire: see the generation's initialisation.
+        let mut current = self.tracker.oldest.load(Ordering::Acquire, &guard);
+        let mut pending = 0;
+        loop {
+            // SAFETY: as in `advance`; only this flush unlinks generations.
+            let generation: &Generation = unsafe { current.deref() };
+            pending += generation.live();
+            if current.as_raw() as usize == self.upto {
+                return pending;
+            }
+            // Acquire: see the next generation's initialisation.
+            current = generation.next.load(Ordering::Acquire, &guard);
+        }
+    }
+}
+
+/// Spins of the waiting loop before it parks: a resolution that is only a
+/// moment away is seen without a futex round trip.
+const SPINS: u32 = 64;
+
+fn fold<O>(carry: &mut Carry, generation: &Generation, slots: &crate::slab::Slab<O>) {
+    generation.for_each_cell(|partition, slot| {
+        if carry.slots.len() <= partition {
+            carry.slots.resize(partition + 1, 0);
+        }
+        let older = std::mem::replace(&mut carry.slots[partition], slot + 1);
+        if let Some(older) = older.checked_sub(1) {
+            slots.release(older);
+        }
+    });
+    carry.failed += generation.failed();
+}
+
+impl<P, O> Drop for Flush<'_, P, O> {
+    fn drop(&mut self) {
+        self.tracker.end_flush();
+    }
+}
+
+impl<P, O> fmt::Debug for Flush<'_, P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Flush")
+            .field("phase", &self.phase)
+            .field("folded", &self.folded)
+            .finish_non_exhaustive()
+    }
+}

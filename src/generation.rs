@@ -1,0 +1,293 @@
+//! A generation: the records sent between two seals.
+//!
+//! This module owns a generation's count word, its failure count, its link to
+//! the next generation and its partition cells. The tracker owns the chain of
+//! generations and decides when one is sealed, folded or freed.
+//!
+//! # The count word
+//!
+//! ```text
+//!  63                           32 31     30                            0
+//! +-------------------------------+--------+------------------------------+
+//! |            entries            | SEALED |             live             |
+//! +-------------------------------+--------+------------------------------+
+//! ```
+//!
+//! A send *enters* with one `fetch_add(1 << 32 | 1)`: `live` counts its
+//! record as unresolved, and the `entries` it read is the record's place in
+//! send order within the generation, so one atomic step both admits the
+//! record and orders it. If the word it read had `SEALED` set, the send
+//! *leaves* again (`fetch_sub(1)`) and retries on the open generation: from
+//! the seal on, nothing stays in a sealed generation that was not in it
+//! before. A resolution leaves with the same `fetch_sub(1)`. Whoever takes a
+//! sealed generation's `live` to zero wakes the flusher.
+//!
+//! `entries` wraps off the top of the word without touching `SEALED`; the
+//! tracker rolls over to a new generation long before it could wrap (see
+//! [`ROLLOVER`]), so comparisons of entries inside one generation never
+//! straddle a wrap.
+//!
+//! # Partition cells
+//!
+//! For each partition with a record in the generation, a cell holds the
+//! `entries` value and slot index of the partition's latest record:
+//! `entry << 32 | (slot + 1)`, 0 when empty. A send installs itself with a
+//! CAS if it is newer than the cell and drops the hold on the record it
+//! displaced, so each generation holds at most one slot per partition: the
+//! one whose offset a flush will return. Cells are paged like slots, page `k`
+//! holding `16 << k` cells, allocated on first use.
+
+use crate::sync::epoch::Atomic;
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+const LIVE_MASK: u64 = (1 << 31) - 1;
+const SEALED: u64 = 1 << 31;
+const ENTER: u64 = (1 << 32) | 1;
+
+/// The entry number at which a send seals its generation on its own (without
+/// a flush) and opens a new one, and every `ROLLOVER_RETRY` entries after
+/// that until one attempt wins. Keeps entries far below their 2^32 wrap.
+pub(crate) const ROLLOVER: u32 = 1 << 30;
+pub(crate) const ROLLOVER_RETRY: u32 = 1 << 16;
+
+const FIRST_CELL_PAGE: usize = 16;
+const FIRST_CELL_PAGE_SHIFT: u32 = FIRST_CELL_PAGE.trailing_zeros();
+const CELL_PAGES: usize = 20;
+/// The number of distinct partitions a tracker can hold cells for.
+pub(crate) const MAX_PARTITIONS: usize = FIRST_CELL_PAGE * ((1 << CELL_PAGES) - 1);
+
+/// Result of a send trying to take its partition's cell.
+pub(crate) enum Install {
+    /// The cell now points at the new record; it displaced this slot, if any.
+    Installed(Option<usize>),
+    /// A newer record of the partition already holds the cell.
+    Superseded,
+}
+
+pub(crate) struct Generation {
+    /// `entries | SEALED | live`; see the module docs.
+    state: AtomicU64,
+    /// Records of this generation resolved by `fail`.
+    failed: AtomicUsize,
+    /// The generation opened when this one was sealed; null while open.
+    pub(crate) next: Atomic<Generation>,
+    /// Pages of partition cells.
+    cells: [AtomicPtr<AtomicU64>; CELL_PAGES],
+}
+
+#[inline]
+fn locate(partition: usize) -> (usize, usize) {
+    let x = partition + FIRST_CELL_PAGE;
+    let page = (usize::BITS - 1 - x.leading_zeros() - FIRST_CELL_PAGE_SHIFT) as usize;
+    (page, x - (FIRST_CELL_PAGE << page))
+}
+
+impl Generation {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: AtomicU64::new(0),
+            failed: AtomicUsize::new(0),
+            next: Atomic::null(),
+            cells: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+        }
+    }
+
+    /// Admits one record. `Some(entry)`: the record is in, at place `entry`.
+    /// `None`: the generation is sealed; the caller must [`leave`] again
+    /// and retry on the open generation.
+    ///
+    /// [`leave`]: Self::leave
+    #[inline]
+    pub(crate) fn enter(&self) -> Option<u32> {
+        // SeqCst: the admission and the seal are RMWs of this one word, so
+        // their order decides coverage; SeqCst also orders this against the
+        // tracker's `closed` flag (the close/seal argument in `Tracker::send`).
+        let previous = self.state.fetch_add(ENTER, Ordering::SeqCst);
+        if cfg!(not(inflight_mutant = "unsealed_enter")) && previous & SEALED != 0 {
+            return None;
+        }
+        // Mutant `unsealed_enter` (loom suite only): a send that lands after
+        // the seal stays in the sealed generation, the KAFKA-2867 class.
+        Some((previous >> 32) as u32)
+    }
+
+    /// Removes one record (a resolution, or a send backing out). Returns true
+    /// when it was the last live record of a sealed generation: the caller
+    /// must wake the flusher, and must not touch the generation again.
+    #[inline]
+    #[must_use]
+    pub(crate) fn leave(&self) -> bool {
+        // SeqCst: Release publishes this record's resolution (and any failure
+        // count) to the flusher's Acquire read of zero; SeqCst also makes the
+        // waker's following read of the waiter slot a Dekker pair with the
+        // waiter's "register, then read the count".
+        let previous = self.state.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(previous & LIVE_MASK != 0, "generation count underflow");
+        let last = previous & LIVE_MASK == 1 && previous & SEALED != 0;
+        if cfg!(inflight_mutant = "lost_wakeup") {
+            // Mutant `lost_wakeup` (loom suite only): the last resolution of a
+            // sealed generation forgets to wake the flusher.
+            return false;
+        }
+        last
+    }
+
+    /// Closes the generation to new records. Returns true if it was already
+    /// sealed.
+    pub(crate) fn seal(&self) -> bool {
+        // SeqCst: see `enter`. Release also publishes `next`, set before.
+        self.state.fetch_or(SEALED, Ordering::SeqCst) & SEALED != 0
+    }
+
+    /// Unresolved records of the generation.
+    #[inline]
+    pub(crate) fn live(&self) -> usize {
+        // SeqCst: the waiter's half of the Dekker pair with `leave`; Acquire
+        // sees every resolution (and failure count) released by `leave`.
+        (self.state.load(Ordering::SeqCst) & LIVE_MASK) as usize
+    }
+
+    /// Whether the generation is sealed.
+    pub(crate) fn is_sealed(&self) -> bool {
+        // Acquire: a sealed generation's `next` is visible (set before seal).
+        self.state.load(Ordering::Acquire) & SEALED != 0
+    }
+
+    /// Counts a failed resolution. Call before the record's [`leave`].
+    ///
+    /// [`leave`]: Self::leave
+    pub(crate) fn add_failed(&self) {
+        // Relaxed: published by the SeqCst `leave` that follows.
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failed records. Meaningful once `live` was read as zero.
+    pub(crate) fn failed(&self) -> usize {
+        // Relaxed: ordered by the caller's read of `live` == 0.
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    fn cell(&self, partition: usize) -> &AtomicU64 {
+        let (page, offset) = locate(partition);
+        // Acquire: pairs with the Release CAS that installed the page.
+        let mut base = self.cells[page].load(Ordering::Acquire);
+        if base.is_null() {
+            let len = FIRST_CELL_PAGE << page;
+            let fresh: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
+            let fresh = Box::into_raw(fresh) as *mut AtomicU64;
+            // AcqRel: Release publishes the zeroed cells; Acquire (both
+            // outcomes) sees the winner's.
+            match self.cells[page].compare_exchange(
+                std::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => base = fresh,
+                Err(winner) => {
+                    // SAFETY: `fresh` is our own unshared allocation of `len` cells.
+                    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
+                    base = winner;
+                }
+            }
+        }
+        // SAFETY: `base` points at a live page of `FIRST_CELL_PAGE << page`
+        // cells, owned by this generation, and `offset` is in range.
+        unsafe { &*base.add(offset) }
+    }
+
+    /// Makes the record (`entry`, `slot`) its partition's latest, unless a
+    /// newer one got there first. The caller's record is in this generation
+    /// and unresolved, so the generation cannot be folded meanwhile.
+    pub(crate) fn install(&self, partition: usize, entry: u32, slot: usize) -> Install {
+        debug_assert!(partition < MAX_PARTITIONS);
+        let cell = self.cell(partition);
+        let mine = (u64::from(entry) << 32) | (slot as u64 + 1);
+        // Acquire: see the state of the slot we may displace.
+        let mut current = cell.load(Ordering::Acquire);
+        loop {
+            if current != 0 && (current >> 32) as u32 > entry {
+                return Install::Superseded;
+            }
+            // AcqRel: Release publishes our slot's prepared state to whoever
+            // displaces it or folds the cell; Acquire takes over the hold of
+            // the slot we displace.
+            match cell.compare_exchange_weak(current, mine, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    let displaced = (current != 0).then(|| (current & 0xffff_ffff) as usize - 1);
+                    return Install::Installed(displaced);
+                }
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Calls `f(partition, slot)` for every cell that holds a record. Only
+    /// for a sealed generation with no live records, whose cells are final.
+    pub(crate) fn for_each_cell(&self, mut f: impl FnMut(usize, usize)) {
+        for (page, base) in self.cells.iter().enumerate() {
+            // Acquire: pairs with the page's installing CAS.
+            let base = base.load(Ordering::Acquire);
+            if base.is_null() {
+                continue;
+            }
+            let first = FIRST_CELL_PAGE * ((1 << page) - 1);
+            for offset in 0..FIRST_CELL_PAGE << page {
+                // SAFETY: as in `cell`: a live page, `offset` in range.
+                let cell = unsafe { &*base.add(offset) };
+                // Relaxed: the caller's Acquire read of `live` == 0 ordered
+                // every install before this read.
+                let value = cell.load(Ordering::Relaxed);
+                if value != 0 {
+                    f(first + offset, (value & 0xffff_ffff) as usize - 1);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        for (page, base) in self.cells.iter_mut().enumerate() {
+            // Relaxed: `&mut self`, no other thread can reach the generation.
+            let base = base.load(Ordering::Relaxed);
+            if !base.is_null() {
+                let len = FIRST_CELL_PAGE << page;
+                // SAFETY: installed from `Box::into_raw` of `len` cells and
+                // owned by this generation, which is being dropped.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enter_counts_orders_and_stops_at_the_seal() {
+        let g = Generation::new();
+        assert_eq!(g.enter(), Some(0));
+        assert_eq!(g.enter(), Some(1));
+        assert_eq!(g.live(), 2);
+        assert!(!g.seal());
+        assert_eq!(g.enter(), None);
+        assert!(!g.leave(), "the refused entrant is not the last record");
+        assert!(!g.leave());
+        assert!(g.leave(), "the last record of a sealed generation wakes");
+        assert_eq!(g.live(), 0);
+    }
+
+    #[test]
+    fn cells_keep_the_latest_entry() {
+        let g = Generation::new();
+        assert!(matches!(g.install(3, 5, 10), Install::Installed(None)));
+        assert!(matches!(g.install(3, 4, 11), Install::Superseded));
+        assert!(matches!(g.install(3, 6, 12), Install::Installed(Some(10))));
+        assert!(matches!(g.install(100, 0, 13), Install::Installed(None)));
+        let mut seen = Vec::new();
+        g.for_each_cell(|p, s| seen.push((p, s)));
+        assert_eq!(seen, vec![(3, 12), (100, 13)]);
+    }
+}

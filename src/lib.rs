@@ -1,0 +1,94 @@
+//! Lock-free tracking of records in flight between a source and a sink, and
+//! of the source offsets that are safe to commit.
+//!
+//! A source connector, log shipper or replication stream reads records at
+//! source offsets, hands them to an asynchronous sink (a Kafka producer, say)
+//! and must periodically store "where to resume". Storing an offset whose
+//! record was not yet delivered loses data on a crash; storing too little
+//! duplicates data on every clean restart. `inflight` answers the question
+//! "which offsets can I commit now?" without a lock on the hot path:
+//!
+//! ```
+//! use std::time::Duration;
+//! use inflight::Tracker;
+//!
+//! let tracker = Tracker::new();
+//! // The source loop: send each record, keep its ticket for the callback.
+//! let t1 = tracker.send("table-a", 100_u64).unwrap();
+//! let t2 = tracker.send("table-a", 101_u64).unwrap();
+//! // The committer: seal what was sent so far, wait for it, store, commit.
+//! let mut flush = tracker.begin_flush().unwrap();
+//! // The sink's delivery callbacks, in any order, on any thread.
+//! tracker.ack(t2).unwrap();
+//! tracker.ack(t1).unwrap();
+//! let offsets = flush.wait(Duration::from_secs(5)).unwrap();
+//! assert_eq!(offsets["table-a"], 101);
+//! // ... write `offsets` durably, then:
+//! flush.commit().unwrap();
+//! ```
+//!
+//! # Generations, and the bug they rule out
+//!
+//! Records enter the *open generation*. [`Tracker::begin_flush`] *seals* it
+//! with one atomic step (the flush's linearization point) and opens the next,
+//! so every send is either covered by the flush or not, never half. The
+//! flush waits for the covered generations to drain; sends go on into the
+//! new one meanwhile.
+//!
+//! Kafka Connect's 2015 design kept an `outstanding` and a `backlog` map
+//! under the task's lock and swapped them when a flush finished. In
+//! KAFKA-2867 that swap ran outside the lock: a send racing it landed in the
+//! wrong map, its ack found nothing ("CRITICAL Saw callback for record that
+//! was not present"), the record came back as outstanding-but-acked, no flush
+//! could complete again, and clean restarts duplicated data. An interrupt
+//! during the flush wait was also ignored. Here a send's generation is fixed
+//! by the same atomic word that the seal sets, a ticket names its slot and
+//! tag rather than a map, and [`Tracker::interrupt`] ends a waiting flush.
+//!
+//! # Guarantees
+//!
+//! 1. Nothing lost: every accepted record is resolved exactly once or stays
+//!    pending and counted in [`Tracker::in_flight`].
+//! 2. The seal is linearizable with send; a flush returns, per partition, the
+//!    offset of the latest covered record.
+//! 3. [`Flush::wait`] returns offsets only when every covered record was
+//!    acked; a covered failure gives [`FlushError::Failed`], never offsets.
+//! 4. The last covered ack wakes a waiting flush promptly.
+//! 5. [`Tracker::interrupt`] is delivered to exactly one `wait`.
+//! 6. A forged, stale, foreign or duplicate ticket (any `u64`) is an error
+//!    and changes nothing. See [`Ticket`] for the tag width's ABA bound.
+//! 7. An aborted (or dropped) flush is merged into the next one.
+//! 8. One flush at a time; `commit` without a successful `wait` is an error.
+//! 9. After [`Tracker::close`] sends are refused with their record, and a
+//!    final flush covers everything accepted before.
+//! 10. `send`, `ack`, `fail`, `begin_flush`, `commit`, `abort` take no lock
+//!     and never wait for another thread.
+//! 11. No public call panics; no `unsafe` is reachable by misuse.
+//!
+//! A failed record stays covered by every later flush, which keeps
+//! returning `Failed`: restart from the last committed offsets (that is
+//! at-least-once delivery).
+//!
+//! The design, memory layout and every memory ordering are described in
+//! [`implementation`].
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod error;
+mod flush;
+mod generation;
+mod partition;
+mod slab;
+mod sync;
+mod ticket;
+mod tracker;
+mod waiter;
+
+pub use error::{BeginFlushError, FlushError, ResolveError, SendError};
+pub use flush::Flush;
+pub use ticket::Ticket;
+pub use tracker::Tracker;
+
+#[doc = include_str!("../IMPLEMENTATION.md")]
+pub mod implementation {}

@@ -1,0 +1,539 @@
+//! Where records live: pages of slots, a state word per slot, and sharded
+//! free lists.
+//!
+//! This module owns slot memory and every transition of a slot's state word.
+//! It knows nothing of generations or flushes: a slot stores an opaque
+//! generation pointer for the tracker and hands it back on resolution.
+//!
+//! # Pages
+//!
+//! Page `k` holds `32 << k` slots and is allocated the first time an index in
+//! it is handed out; pages are kept for the life of the slab, so a slot
+//! reference never dangles and a raw ticket can be checked against any index
+//! without a guard. Twenty pages cover [`MAX_SLOTS`].
+//!
+//! # The state word
+//!
+//! ```text
+//!  63                           32 31            3   2     1  0
+//! +-------------------------------+---------------+------+------+
+//! |              tag              |    unused     | HELD |status|
+//! +-------------------------------+---------------+------+------+
+//! ```
+//!
+//! `status` is `FREE` (no record), `LIVE` (sent, unresolved), `ACKED` or
+//! `FAILED`. `HELD` means a generation's partition cell (or the flush carry)
+//! points at this slot because it is the latest record of its partition; a
+//! held slot keeps its offset after resolution, and whoever drops the last of
+//! {resolution, hold} frees it. The transitions, each one atomic step:
+//!
+//! ```text
+//! FREE(t-1) --prepare--> FREE(t)|HELD? --publish--> LIVE(t)|HELD?
+//! LIVE(t)        --resolve--> FREE(t)                 (not held: freed at once)
+//! LIVE(t)|HELD   --resolve--> ACKED(t)|HELD or FAILED(t)|HELD
+//! ACKED(t)|HELD  --release--> FREE(t)                 (the hold was the last owner)
+//! LIVE(t)|HELD   --release--> LIVE(t)
+//! ```
+//!
+//! A ticket resolves only by a compare-and-swap from `LIVE(its tag)`, so a
+//! stale, forged or duplicate ticket fails that CAS and changes nothing.
+//!
+//! # Free lists
+//!
+//! Free slots sit on Treiber stacks threaded through the slots'
+//! `next_free` fields. Each stack head packs a 32-bit version with the top
+//! index, so a pop that raced a pop-and-push of the same slot fails its CAS
+//! (the classic ABA). There are a few stacks, cache-padded; a thread pushes to
+//! and pops from the stack its [`thread_index`] picks, and takes from the
+//! others only when its own is empty, so a thread that sends and acks its own
+//! records touches no shared free list.
+
+use crate::sync::{
+    thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell,
+    FREE_SHARDS,
+};
+use crate::ticket::MAX_SLOTS;
+use crate::ResolveError;
+use std::mem::MaybeUninit;
+
+const FIRST_PAGE: usize = 32;
+const FIRST_PAGE_SHIFT: u32 = FIRST_PAGE.trailing_zeros();
+const PAGES: usize = 20;
+
+pub(crate) const FREE: u64 = 0;
+pub(crate) const LIVE: u64 = 1;
+pub(crate) const ACKED: u64 = 2;
+pub(crate) const FAILED: u64 = 3;
+const STATUS: u64 = 0b11;
+pub(crate) const HELD: u64 = 0b100;
+
+#[inline]
+fn status(state: u64) -> u64 {
+    state & STATUS
+}
+
+#[inline]
+fn tag(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
+/// How a resolution ended for the slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ack,
+    Fail,
+}
+
+/// One record's home.
+pub(crate) struct Slot<O> {
+    /// Tag, hold bit and status; see the module docs.
+    state: AtomicU64,
+    /// The next free slot + 1 (0: end of list), while this slot is free.
+    next_free: AtomicU32,
+    /// The generation the record entered. Written before publish, read after
+    /// resolution; opaque to the slab.
+    generation: UnsafeCell<*const ()>,
+    /// The record's offset, present unless the status is `FREE`.
+    value: UnsafeCell<MaybeUninit<O>>,
+}
+
+impl<O> Slot<O> {
+    fn new() -> Self {
+        Self {
+            state: AtomicU64::new(FREE),
+            next_free: AtomicU32::new(0),
+            generation: UnsafeCell::new(std::ptr::null()),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The slot's offset.
+    ///
+    /// # Safety
+    /// The slot holds a value (status not `FREE`, or prepared by the caller)
+    /// and nobody frees it for the lifetime of the borrow: the caller owns the
+    /// slot or holds it (`HELD`).
+    pub(crate) unsafe fn value(&self) -> &O {
+        // SAFETY: by the contract above the value is initialised and not
+        // concurrently written or dropped.
+        self.value.with(|v| unsafe { (*v).assume_init_ref() })
+    }
+
+    /// The generation pointer stored at send.
+    ///
+    /// # Safety
+    /// The caller won the resolution CAS of the slot, which acquired the
+    /// sender's publish, and the slot has not been reused since.
+    pub(crate) unsafe fn generation(&self) -> *const () {
+        // SAFETY: written by the sender before its Release publish, which the
+        // caller's Acquire CAS synchronised with; no one writes it until reuse.
+        self.generation.with(|g| unsafe { *g })
+    }
+}
+
+/// Pages of slots plus their free lists.
+pub(crate) struct Slab<O> {
+    pages: [AtomicPtr<Slot<O>>; PAGES],
+    /// Slots ever handed out; indices below it may be in use.
+    next_unused: AtomicUsize,
+    /// Treiber stack heads: `version << 32 | (index + 1)`, 0 when empty.
+    free: [CachePadded<AtomicU64>; FREE_SHARDS],
+}
+
+/// Page number and offset in the page of a slot index.
+#[inline]
+fn locate(index: usize) -> (usize, usize) {
+    let x = index + FIRST_PAGE;
+    let page = (usize::BITS - 1 - x.leading_zeros() - FIRST_PAGE_SHIFT) as usize;
+    (page, x - (FIRST_PAGE << page))
+}
+
+impl<O> Slab<O> {
+    pub(crate) fn new() -> Self {
+        Self {
+            pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            next_unused: AtomicUsize::new(0),
+            free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+        }
+    }
+
+    /// The slot at `index`, if its page exists. Any index is safe to ask for.
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> Option<&Slot<O>> {
+        if index >= MAX_SLOTS {
+            return None;
+        }
+        let (page, offset) = locate(index);
+        // Acquire: pairs with the Release CAS that installed the page, so its
+        // initialised slots are visible.
+        let base = self.pages[page].load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null page pointer came from a leaked boxed slice of
+        // `FIRST_PAGE << page` slots that lives as long as `self`, and
+        // `offset` is below that length by construction of `locate`.
+        Some(unsafe { &*base.add(offset) })
+    }
+
+    /// A slot known to exist (its index came from this slab).
+    #[inline]
+    fn slot(&self, index: usize) -> &Slot<O> {
+        match self.get(index) {
+            Some(slot) => slot,
+            None => unreachable!("slot {index} was handed out, so its page exists"),
+        }
+    }
+
+    /// Takes a free slot, or a never-used one; `None` when all
+    /// [`MAX_SLOTS`] are taken. The caller owns the slot until it publishes it.
+    pub(crate) fn alloc(&self) -> Option<usize> {
+        let home = thread_index() % FREE_SHARDS;
+        for i in 0..FREE_SHARDS {
+            if let Some(index) = self.pop((home + i) % FREE_SHARDS) {
+                return Some(index);
+            }
+        }
+        self.alloc_fresh()
+    }
+
+    fn alloc_fresh(&self) -> Option<usize> {
+        // Relaxed: the counter only hands out distinct indices; the page they
+        // live in is published by its own CAS below.
+        let mut next = self.next_unused.load(Ordering::Relaxed);
+        loop {
+            if next >= MAX_SLOTS {
+                return None;
+            }
+            match self.next_unused.compare_exchange_weak(
+                next,
+                next + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => next = seen,
+            }
+        }
+        let (page, _) = locate(next);
+        // Acquire: see a page another thread installed (pairs with the CAS).
+        if self.pages[page].load(Ordering::Acquire).is_null() {
+            let len = FIRST_PAGE << page;
+            let fresh: Box<[Slot<O>]> = (0..len).map(|_| Slot::new()).collect();
+            let fresh = Box::into_raw(fresh) as *mut Slot<O>;
+            // Release: publishes the initialised slots with the pointer.
+            // Acquire (failure): see the winner's slots.
+            if self.pages[page]
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    fresh,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            {
+                // SAFETY: `fresh` came from `Box::into_raw` of a slice of
+                // `len` slots just above and was never shared.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
+            }
+        }
+        Some(next)
+    }
+
+    fn pop(&self, shard: usize) -> Option<usize> {
+        let head = &self.free[shard];
+        // Acquire: pairs with the Release push that put the top slot there,
+        // so its `next_free` (and the pusher's last writes) are visible.
+        let mut top = head.load(Ordering::Acquire);
+        loop {
+            let index = (top & 0xffff_ffff) as usize;
+            if index == 0 {
+                return None;
+            }
+            let index = index - 1;
+            // Relaxed: ordered by the Acquire load of `head` above; a stale
+            // value can only come with a changed head, which fails the CAS.
+            let next = self.slot(index).next_free.load(Ordering::Relaxed);
+            let version = (top >> 32).wrapping_add(1);
+            // Acquire: takes ownership of the slot from its pusher.
+            match head.compare_exchange_weak(
+                top,
+                (version << 32) | u64::from(next),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(index),
+                Err(seen) => top = seen,
+            }
+        }
+    }
+
+    fn push(&self, index: usize) {
+        let head = &self.free[thread_index() % FREE_SHARDS];
+        let slot = self.slot(index);
+        // Relaxed: this thread's own earlier write is ordered by the CAS.
+        let mut top = head.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release CAS below.
+            slot.next_free
+                .store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
+            let version = (top >> 32).wrapping_add(1);
+            // Release: hands the slot (and its `next_free`) to the next popper.
+            match head.compare_exchange_weak(
+                top,
+                (version << 32) | (index as u64 + 1),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(seen) => top = seen,
+            }
+        }
+    }
+
+    /// Moves `value` into a slot the caller owns (fresh from [`alloc`]), with
+    /// the next tag, and returns that tag. The slot stays invisible to
+    /// tickets until [`publish`](Self::publish).
+    pub(crate) fn prepare(&self, index: usize, value: O, held: bool) -> u32 {
+        let slot = self.slot(index);
+        // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
+        // else reads or writes its value; a free slot holds no value.
+        slot.value.with_mut(|v| unsafe { (*v).write(value) });
+        // Relaxed: the slot is still private to this thread.
+        let previous = tag(slot.state.load(Ordering::Relaxed));
+        let next = match previous.wrapping_add(1) {
+            0 => 1,
+            t => t,
+        };
+        let hold = if held { HELD } else { 0 };
+        // Relaxed: private until the Release publish (or a Release cell CAS
+        // that makes it reachable as held).
+        slot.state
+            .store((u64::from(next) << 32) | hold | FREE, Ordering::Relaxed);
+        next
+    }
+
+    /// Records the generation a prepared slot entered.
+    pub(crate) fn set_generation(&self, index: usize, generation: *const ()) {
+        // SAFETY: the slot is prepared and unpublished; only its sender
+        // touches `generation` until the Release publish.
+        self.slot(index)
+            .generation
+            .with_mut(|g| unsafe { *g = generation });
+    }
+
+    /// Drops the hold a prepared slot took in advance (it lost the race for
+    /// its partition cell, so nothing points at it).
+    pub(crate) fn unhold_prepared(&self, index: usize) {
+        // Relaxed: the slot is still private; nothing else can reach it.
+        self.slot(index).state.fetch_and(!HELD, Ordering::Relaxed);
+    }
+
+    /// Makes a prepared slot resolvable by its ticket.
+    pub(crate) fn publish(&self, index: usize) {
+        // Release: publishes the value and generation to whoever resolves
+        // the ticket (their Acquire CAS). An RMW, not a store, because a
+        // newer record of the partition may clear HELD concurrently.
+        self.slot(index).state.fetch_or(LIVE, Ordering::Release);
+    }
+
+    /// Takes the value back out of a prepared, unpublished slot that is not
+    /// held, and frees the slot.
+    pub(crate) fn unprepare(&self, index: usize) -> O {
+        let slot = self.slot(index);
+        // SAFETY: prepared by this thread and never published or held, so the
+        // value is initialised and private.
+        let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });
+        self.push(index);
+        value
+    }
+
+    /// Resolves the record in `index` if it is `LIVE` with `tag`.
+    ///
+    /// Returns the slot and whether it was freed (not held). A freed slot is
+    /// not yet back on a free list: the caller reads what it needs from it,
+    /// then calls [`recycle`](Self::recycle).
+    pub(crate) fn resolve(
+        &self,
+        index: usize,
+        ticket_tag: u32,
+        outcome: Outcome,
+    ) -> Result<(&Slot<O>, bool), ResolveError> {
+        let slot = self.get(index).ok_or(ResolveError::Unknown)?;
+        // Acquire: pairs with the sender's Release publish.
+        let mut current = slot.state.load(Ordering::Acquire);
+        loop {
+            let slot_tag = tag(current);
+            // Mutant `unchecked_tag` (loom suite only): skip the tag check, so
+            // a stale raw ticket resolves whatever record now owns the slot.
+            if cfg!(not(inflight_mutant = "unchecked_tag")) && slot_tag != ticket_tag {
+                return Err(classify_stale(slot_tag, ticket_tag));
+            }
+            if status(current) != LIVE {
+                return Err(ResolveError::AlreadyResolved);
+            }
+            let held = current & HELD != 0;
+            let next = match (held, outcome) {
+                (false, _) => current & !STATUS, // FREE, same tag
+                (true, Outcome::Ack) => (current & !STATUS) | ACKED,
+                (true, Outcome::Fail) => (current & !STATUS) | FAILED,
+            };
+            // AcqRel: Acquire sees the sender's value and generation; Release
+            // orders this resolution before whoever frees or reuses the slot.
+            match slot.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok((slot, !held)),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Drops the value of a slot whose state this thread set to `FREE` and
+    /// puts the slot back on a free list.
+    pub(crate) fn recycle(&self, index: usize) {
+        let slot = self.slot(index);
+        // SAFETY: the caller moved the state to FREE itself (resolution of an
+        // unheld slot, or release of the last hold), so it is the only owner;
+        // the value was initialised at prepare and not dropped since.
+        slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
+        self.push(index);
+    }
+
+    /// Drops a hold on `index`. If the record was already resolved, the hold
+    /// was its last owner: the slot is freed and recycled.
+    pub(crate) fn release(&self, index: usize) {
+        let slot = self.slot(index);
+        // Acquire: pairs with the Release CAS of the resolution (or publish).
+        let mut current = slot.state.load(Ordering::Acquire);
+        loop {
+            debug_assert!(current & HELD != 0, "release of a slot that is not held");
+            let resolved = matches!(status(current), ACKED | FAILED);
+            let next = if resolved {
+                current & !(STATUS | HELD) // FREE, same tag
+            } else {
+                current & !HELD
+            };
+            // AcqRel: Acquire takes ownership from the resolver if we free;
+            // Release orders our earlier reads of the value before reuse.
+            match slot.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(seen) => current = seen,
+            }
+        }
+        if matches!(status(current), ACKED | FAILED) {
+            self.recycle(index);
+        }
+    }
+
+    /// The status of a slot, for tests and debugging.
+    #[cfg(test)]
+    pub(crate) fn status_of(&self, index: usize) -> Option<(u32, u64, bool)> {
+        let state = self.get(index)?.state.load(Ordering::Acquire);
+        Some((tag(state), status(state), state & HELD != 0))
+    }
+}
+
+/// Why a ticket's tag does not match its slot: the slot moved on since the
+/// ticket was resolved (it is behind: `AlreadyResolved`), or the ticket names
+/// a use of the slot that never happened (`Unknown`).
+fn classify_stale(slot_tag: u32, ticket_tag: u32) -> ResolveError {
+    if slot_tag == 0 || ticket_tag == 0 {
+        return ResolveError::Unknown;
+    }
+    // Serial-number arithmetic: the ticket is behind if the slot's tag is
+    // ahead of it by less than half the tag space.
+    if slot_tag.wrapping_sub(ticket_tag) < 1 << 31 {
+        ResolveError::AlreadyResolved
+    } else {
+        ResolveError::Unknown
+    }
+}
+
+impl<O> Drop for Slab<O> {
+    fn drop(&mut self) {
+        for (page, base) in self.pages.iter_mut().enumerate() {
+            // Relaxed: `&mut self`, so every other thread is done with the slab.
+            let base = base.load(Ordering::Relaxed);
+            if base.is_null() {
+                continue;
+            }
+            let len = FIRST_PAGE << page;
+            // SAFETY: installed from `Box::into_raw` of a `len`-slot slice;
+            // `&mut self` means no other thread can reach it any more.
+            let slots = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) };
+            for slot in slots.iter() {
+                let state = slot.state.load(Ordering::Acquire);
+                if status(state) != FREE {
+                    // SAFETY: a non-FREE slot holds an initialised value,
+                    // and we are its last owner.
+                    slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_covers_pages_contiguously() {
+        assert_eq!(locate(0), (0, 0));
+        assert_eq!(locate(31), (0, 31));
+        assert_eq!(locate(32), (1, 0));
+        assert_eq!(locate(95), (1, 63));
+        assert_eq!(locate(96), (2, 0));
+        let (page, offset) = locate(MAX_SLOTS - 1);
+        assert!(page < PAGES && offset < FIRST_PAGE << page);
+    }
+
+    #[test]
+    fn stale_classification() {
+        assert_eq!(classify_stale(5, 4), ResolveError::AlreadyResolved);
+        assert_eq!(classify_stale(4, 5), ResolveError::Unknown);
+        assert_eq!(classify_stale(0, 5), ResolveError::Unknown);
+        assert_eq!(classify_stale(1, u32::MAX), ResolveError::AlreadyResolved);
+    }
+
+    #[test]
+    fn lifecycle_of_a_held_slot() {
+        let slab = Slab::<String>::new();
+        let i = slab.alloc().unwrap();
+        let tag = slab.prepare(i, "x".into(), true);
+        slab.publish(i);
+        assert_eq!(slab.status_of(i), Some((tag, LIVE, true)));
+        let (_, freed) = slab.resolve(i, tag, Outcome::Ack).unwrap();
+        assert!(!freed);
+        assert_eq!(slab.status_of(i), Some((tag, ACKED, true)));
+        assert_eq!(
+            slab.resolve(i, tag, Outcome::Ack).err(),
+            Some(ResolveError::AlreadyResolved)
+        );
+        slab.release(i);
+        assert_eq!(slab.status_of(i), Some((tag, FREE, false)));
+        // The slot is reused with the next tag; the old ticket is stale.
+        let j = slab.alloc().unwrap();
+        assert_eq!(i, j);
+        let tag2 = slab.prepare(j, "y".into(), false);
+        slab.publish(j);
+        assert_eq!(tag2, tag + 1);
+        assert_eq!(
+            slab.resolve(j, tag, Outcome::Ack).err(),
+            Some(ResolveError::AlreadyResolved)
+        );
+        assert_eq!(
+            slab.resolve(j, tag2 + 1, Outcome::Ack).err(),
+            Some(ResolveError::Unknown)
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! The one door to shared memory.
+//!
+//! Every atomic, cell, shared pointer, epoch guard and parking call the crate
+//! makes goes through this module. In a normal build it re-exports `std`,
+//! `crossbeam-epoch` and `arc-swap`; under `--cfg loom` it re-exports loom's
+//! model-checked versions instead, so turning the model on cannot miss a file.
+//! No other module names `std::sync::atomic` or `loom`.
+//!
+//! What falls outside the model under `cfg(loom)`:
+//!
+//! - `arc-swap` is invisible to loom. The partition index uses it only to
+//!   publish an immutable snapshot (load a pointer, rarely replace it), so
+//!   under loom a [`ArcCell`] built from a loom `Mutex<Arc<T>>` stands in. The
+//!   stand-in has the same load/replace semantics; what is left unmodelled is
+//!   arc-swap's own internals, which its authors test separately.
+//! - Timeouts. Loom has no clock, so [`park_timeout`] parks until unparked and
+//!   a deadline is never what ends a wait; timeouts are tested with std
+//!   threads instead.
+//! - Free-list sharding. Under loom there is a single free-list shard, which
+//!   keeps the state space small; the shard a thread uses never affects
+//!   correctness, only contention.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::Arc;
+    pub(crate) use std::thread::{current as current_thread, Thread};
+
+    /// Parks the calling thread for at most `timeout`.
+    pub(crate) fn park_timeout(timeout: std::time::Duration) {
+        std::thread::park_timeout(timeout);
+    }
+
+    /// A short pause inside a spin.
+    pub(crate) fn spin_hint() {
+        std::hint::spin_loop();
+    }
+
+    /// `std::cell::UnsafeCell` with loom's closure-based API, so that the same
+    /// code compiles in both builds and loom can check every access.
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+
+    /// A shared, atomically replaceable `Arc<T>`: `arc-swap` in a normal build.
+    pub(crate) struct ArcCell<T>(arc_swap::ArcSwap<T>);
+
+    impl<T> ArcCell<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(arc_swap::ArcSwap::from_pointee(value))
+        }
+
+        /// A snapshot of the current value. Lock-free.
+        #[inline]
+        pub(crate) fn load(&self) -> arc_swap::Guard<Arc<T>> {
+            self.0.load()
+        }
+
+        /// Replaces the value with `f(current)` unless `f` returns `None`,
+        /// retrying if another thread replaced it first. `f` may run more
+        /// than once. Lock-free: a retry means another update succeeded.
+        pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) {
+            let mut current = self.0.load_full();
+            loop {
+                let Some(next) = f(&current) else { return };
+                let previous = self.0.compare_and_swap(&current, Arc::new(next));
+                if Arc::ptr_eq(&previous, &current) {
+                    return;
+                }
+                current = arc_swap::Guard::into_inner(previous);
+            }
+        }
+    }
+
+    /// Assigns each thread a small, stable number (round robin, from 0), used
+    /// to spread free-list traffic over shards.
+    pub(crate) fn thread_index() -> usize {
+        use std::cell::Cell;
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        INDEX.with(|index| {
+            let mut i = index.get();
+            if i == usize::MAX {
+                // Relaxed: the numbers only need to differ, nothing is published.
+                i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                index.set(i);
+            }
+            i
+        })
+    }
+
+    /// How many free-list shards to use.
+    pub(crate) const FREE_SHARDS: usize = 8;
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::Arc;
+    pub(crate) use loom::thread::{current as current_thread, Thread};
+
+    /// Loom has no clock: park until unparked. A lost wake-up then shows up
+    /// as a deadlock, which loom reports.
+    pub(crate) fn park_timeout(_timeout: std::time::Duration) {
+        loom::thread::park();
+    }
+
+    /// Inside a spin, let loom schedule another thread.
+    pub(crate) fn spin_hint() {
+        loom::thread::yield_now();
+    }
+
+    /// Stand-in for arc-swap, which loom cannot see: same semantics, built on
+    /// a loom `Mutex` so that every load and replacement is a modelled step.
+    pub(crate) struct ArcCell<T>(loom::sync::Mutex<Arc<T>>);
+
+    impl<T> ArcCell<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Self(loom::sync::Mutex::new(Arc::new(value)))
+        }
+
+        pub(crate) fn load(&self) -> Arc<T> {
+            self.0.lock().unwrap().clone()
+        }
+
+        pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) {
+            let mut current = self.0.lock().unwrap();
+            if let Some(next) = f(&current) {
+                *current = Arc::new(next);
+            }
+        }
+    }
+
+    /// Under loom every thread shares one free-list shard.
+    pub(crate) fn thread_index() -> usize {
+        0
+    }
+
+    /// One shard keeps the model small; sharding affects contention only.
+    pub(crate) const FREE_SHARDS: usize = 1;
+}
+
+pub(crate) use imp::*;
+
+pub(crate) use crossbeam_utils::CachePadded;
+pub(crate) use std::sync::atomic::Ordering;
+
+/// Epoch-based reclamation: crossbeam-epoch, which becomes loom-aware when it
+/// is built with `--cfg crossbeam_loom` and its `loom` feature.
+pub(crate) mod epoch {
+    pub(crate) use crossbeam_epoch::{pin, unprotected, Atomic, Guard, Owned, Shared};
+}
+
+/// Hands out tracker ids for raw tickets. Not part of any model: ids only
+/// need to differ between trackers that are alive at the same time, and they
+/// are never used to order memory.
+pub(crate) fn next_tracker_id() -> u8 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    // Relaxed: a counter, nothing is published through it.
+    (NEXT.fetch_add(1, Ordering::Relaxed) & 0xff) as u8
+}

@@ -1,0 +1,583 @@
+//! The tracker: sends, resolutions, the chain of generations and the seal.
+//!
+//! This module owns the open-generation pointer, the chain from the oldest
+//! uncommitted generation to the open one, the `closed`, `interrupted` and
+//! `flushing` flags, and the flush carry (which only the holder of
+//! `flushing`, the live [`Flush`], may touch). See [`crate::implementation`]
+//! for the whole design.
+
+use crate::flush::Carry;
+use crate::generation::{Generation, Install, ROLLOVER, ROLLOVER_RETRY};
+use crate::partition::Partitions;
+use crate::slab::{Outcome, Slab};
+use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
+use crate::ticket::{RawTicket, Ticket, MAX_SLOTS};
+use crate::waiter::Waiter;
+use crate::{BeginFlushError, Flush, ResolveError, SendError};
+use std::fmt;
+use std::hash::Hash;
+
+/// Tracks records in flight and tells which source offsets are safe to
+/// commit.
+///
+/// `send` a record when you hand it to the sink and keep the [`Ticket`];
+/// `ack` (or `fail`) the ticket when the sink reports delivery. A committer
+/// calls [`begin_flush`](Tracker::begin_flush), which seals the records sent
+/// so far, then [`Flush::wait`] returns, once every one of them was acked,
+/// the latest offset of each partition among them. `send`, `ack`, `fail`,
+/// `begin_flush`, `commit` and `abort` never lock and never wait for another
+/// thread; only `wait` blocks.
+///
+/// `Tracker` is `Send + Sync`: share it by reference or in an `Arc`.
+///
+/// ```
+/// use std::time::Duration;
+/// use inflight::Tracker;
+///
+/// let tracker = Tracker::new();
+/// let a = tracker.send("users", 10_u64).unwrap();
+/// let b = tracker.send("users", 11_u64).unwrap();
+///
+/// let mut flush = tracker.begin_flush().unwrap();   // covers a and b
+/// let late = tracker.send("users", 12_u64).unwrap(); // not covered
+/// tracker.ack(b).unwrap();
+/// tracker.ack(a).unwrap();
+/// let offsets = flush.wait(Duration::from_secs(1)).unwrap();
+/// assert_eq!(offsets["users"], 11); // 12 is not covered, so not committable
+/// flush.commit().unwrap();
+/// tracker.ack(late).unwrap();
+/// ```
+pub struct Tracker<P, O> {
+    /// This tracker's id in raw tickets.
+    id: u8,
+    /// The bound on records in flight; `None` for an unbounded tracker.
+    capacity: Option<usize>,
+    /// Records in flight, counted only when `capacity` is set.
+    permits: AtomicUsize,
+    pub(crate) slots: Slab<O>,
+    pub(crate) partitions: Partitions<P>,
+    /// The generation sends enter. Never null.
+    open: Atomic<Generation>,
+    /// The oldest generation not yet folded into the flush carry. Never null;
+    /// following `next` from here reaches `open`.
+    pub(crate) oldest: Atomic<Generation>,
+    /// Set while a `Flush` is alive: the holder owns `carry`.
+    flushing: AtomicBool,
+    /// Offsets and failures of generations already folded; see `Carry`.
+    pub(crate) carry: UnsafeCell<Carry>,
+    /// An interrupt not yet delivered to a `wait`.
+    interrupted: AtomicBool,
+    closed: AtomicBool,
+    pub(crate) waiter: Waiter,
+}
+
+// SAFETY: the tracker shares `P` (partition index snapshots) and `O` (slot
+// values, cloned by the flusher and dropped by whichever thread frees the
+// slot) between threads, so both must be `Send + Sync`. Its own cells are
+// guarded: a slot's value and generation by the slot's state word (only the
+// owner of the current state transition touches them), the carry by the
+// `flushing` flag, and everything else is atomic.
+unsafe impl<P: Send + Sync, O: Send + Sync> Send for Tracker<P, O> {}
+// SAFETY: as above.
+unsafe impl<P: Send + Sync, O: Send + Sync> Sync for Tracker<P, O> {}
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// An unbounded tracker: it grows on demand, up to 2^24 − 1 records in
+    /// flight (plus one retained offset per partition), beyond which `send`
+    /// returns [`SendError::Full`].
+    ///
+    /// ```
+    /// let tracker: inflight::Tracker<String, i64> = inflight::Tracker::new();
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// A tracker that holds at most `max_in_flight` unresolved records: a
+    /// further `send` returns [`SendError::Full`] with the record, until a
+    /// resolution makes room. Values above 2^24 − 1 are lowered to it.
+    ///
+    /// ```
+    /// use inflight::{SendError, Tracker};
+    /// let tracker = Tracker::with_capacity(2);
+    /// let a = tracker.send(0_u8, 1_u32).unwrap();
+    /// let _b = tracker.send(0_u8, 2_u32).unwrap();
+    /// assert!(matches!(tracker.send(0, 3), Err(SendError::Full(0, 3))));
+    /// tracker.ack(a).unwrap();
+    /// let _c = tracker.send(0_u8, 3_u32).unwrap();
+    /// ```
+    pub fn with_capacity(max_in_flight: usize) -> Self {
+        Self::build(Some(max_in_flight.min(MAX_SLOTS)))
+    }
+
+    fn build(capacity: Option<usize>) -> Self {
+        // SAFETY: the generation is not shared with anyone yet.
+        let first = Owned::new(Generation::new()).into_shared(unsafe { epoch::unprotected() });
+        Self {
+            id: crate::sync::next_tracker_id(),
+            capacity,
+            permits: AtomicUsize::new(0),
+            slots: Slab::new(),
+            partitions: Partitions::new(),
+            open: Atomic::from(first),
+            oldest: Atomic::from(first),
+            flushing: AtomicBool::new(false),
+            carry: UnsafeCell::new(Carry::default()),
+            interrupted: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            waiter: Waiter::new(),
+        }
+    }
+
+    /// Records that `offset` of `partition` was handed to the sink, and
+    /// returns the ticket to resolve when the sink reports back.
+    ///
+    /// The record enters the open generation: every flush begun after this
+    /// call returns covers it. On error the record comes back:
+    /// [`SendError::Full`] at capacity, [`SendError::Closed`] after
+    /// [`close`](Self::close).
+    ///
+    /// Lock-free; allocates nothing in the steady state (a partition seen for
+    /// the first time, and the first record of a partition in a generation,
+    /// allocate once).
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let ticket = tracker.send(("orders", 3), 1_000_u64).unwrap();
+    /// assert_eq!(tracker.in_flight(), 1);
+    /// # tracker.ack(ticket).unwrap();
+    /// ```
+    pub fn send(&self, partition: P, offset: O) -> Result<Ticket, SendError<P, O>> {
+        // Relaxed: a fast path only; the SeqCst re-check below decides.
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(SendError::Closed(partition, offset));
+        }
+        if !self.take_permit() {
+            return Err(SendError::Full(partition, offset));
+        }
+        let Some(number) = self.partitions.number(&partition) else {
+            self.return_permit();
+            return Err(SendError::Full(partition, offset));
+        };
+        let Some(index) = self.slots.alloc() else {
+            self.return_permit();
+            return Err(SendError::Full(partition, offset));
+        };
+        // Held in advance: once the partition cell points at the slot, a
+        // newer record may release the hold at any moment.
+        let tag = self.slots.prepare(index, offset, true);
+
+        let guard = epoch::pin();
+        let (generation, entry) = self.enter(&guard);
+
+        // SeqCst: with the SeqCst `enter` above and `close`'s SeqCst store,
+        // either this load sees the close, or this record entered before any
+        // seal that follows `close()`, so a final flush covers it.
+        if self.closed.load(Ordering::SeqCst) {
+            if generation.leave() {
+                self.waiter.wake();
+            }
+            self.slots.unhold_prepared(index);
+            let offset = self.slots.unprepare(index);
+            self.return_permit();
+            return Err(SendError::Closed(partition, offset));
+        }
+
+        self.slots
+            .set_generation(index, generation as *const Generation as *const ());
+        match generation.install(number, entry, index) {
+            Install::Installed(Some(displaced)) => self.slots.release(displaced),
+            Install::Installed(None) => {}
+            Install::Superseded => self.slots.unhold_prepared(index),
+        }
+        self.slots.publish(index);
+
+        if entry >= ROLLOVER && (entry - ROLLOVER) % ROLLOVER_RETRY == 0 {
+            self.roll_over(generation, &guard);
+        }
+        Ok(Ticket::new(self.id, index, tag))
+    }
+
+    /// Enters the open generation, retrying past generations sealed under us.
+    #[inline]
+    fn enter<'g>(&self, guard: &'g Guard) -> (&'g Generation, u32) {
+        loop {
+            // Acquire: pairs with the Release CAS that published the
+            // generation, so its initialised fields are visible.
+            let open = self.open.load(Ordering::Acquire, guard);
+            // SAFETY: `open` is never null, and a generation is destroyed
+            // only through `defer_destroy`, after our guard is released.
+            let generation = unsafe { open.deref() };
+            match generation.enter() {
+                Some(entry) => return (generation, entry),
+                None => {
+                    // Sealed under us: back out. The sealer moved `open` on
+                    // before sealing, so the next load sees a newer one.
+                    if generation.leave() {
+                        self.waiter.wake();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Seals `current` if it is still open and opens its successor. Returns
+    /// true if this call did the seal. Lock-free: a failed attempt means
+    /// another thread sealed `current`, and this one helps move `open` on.
+    pub(crate) fn seal(&self, current: Shared<'_, Generation>, guard: &Guard) -> bool {
+        // SAFETY: `current` came from `open` under `guard`, so it is alive.
+        let generation = unsafe { current.deref() };
+        let fresh = Owned::new(Generation::new());
+        // AcqRel: Release publishes the fresh generation's initialisation to
+        // whoever follows `next`; Acquire (on failure) sees the winner's.
+        match generation.next.compare_exchange(
+            Shared::null(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            guard,
+        ) {
+            Ok(next) => {
+                // AcqRel: Release publishes `next` to senders loading `open`.
+                // It may fail only because a helper already did it.
+                let _ = self.open.compare_exchange(
+                    current,
+                    next,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    guard,
+                );
+                generation.seal();
+                true
+            }
+            Err(lost) => {
+                // Help the winner: make sure `open` moved past `current`
+                // before retrying (AcqRel as above).
+                let _ = self.open.compare_exchange(
+                    current,
+                    lost.current,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    guard,
+                );
+                false
+            }
+        }
+    }
+
+    #[cold]
+    fn roll_over(&self, generation: &Generation, guard: &Guard) {
+        // Acquire: a cheap early exit; `seal` decides with its CAS on `next`.
+        if generation.next.load(Ordering::Acquire, guard).is_null() {
+            let current = Shared::from(generation as *const Generation);
+            self.seal(current, guard);
+        }
+    }
+
+    /// Marks the ticket's record delivered.
+    ///
+    /// Fails, changing nothing, if the ticket belongs to another tracker
+    /// ([`ResolveError::ForeignTracker`]); with a `Ticket` the type system
+    /// already rules out resolving twice.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let ticket = tracker.send(1_u16, "a".to_string()).unwrap();
+    /// tracker.ack(ticket).unwrap();
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn ack(&self, ticket: Ticket) -> Result<(), ResolveError> {
+        self.resolve(ticket.into_raw(), Outcome::Ack)
+    }
+
+    /// Marks the ticket's record as failed for good. Every barrier flush that
+    /// covers it then returns [`FlushError::Failed`](crate::FlushError::Failed):
+    /// offsets never move past a record that was not delivered.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let ticket = tracker.send("p", 1_u64).unwrap();
+    /// tracker.fail(ticket).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 1 }));
+    /// ```
+    pub fn fail(&self, ticket: Ticket) -> Result<(), ResolveError> {
+        self.resolve(ticket.into_raw(), Outcome::Fail)
+    }
+
+    /// [`ack`](Self::ack) for a ticket turned into an integer by
+    /// [`Ticket::into_raw`]. Any `u64` is safe: a forged, stale, foreign or
+    /// already resolved value returns an error and changes nothing.
+    ///
+    /// ```
+    /// use inflight::{ResolveError, Tracker};
+    /// let tracker = Tracker::<&str, u64>::new();
+    /// assert!(tracker.ack_raw(0).is_err());
+    /// assert!(tracker.ack_raw(u64::MAX).is_err());
+    /// let raw = tracker.send("p", 1).unwrap().into_raw();
+    /// tracker.ack_raw(raw).unwrap();
+    /// assert_eq!(tracker.ack_raw(raw), Err(ResolveError::AlreadyResolved));
+    /// ```
+    pub fn ack_raw(&self, raw: u64) -> Result<(), ResolveError> {
+        self.resolve(raw, Outcome::Ack)
+    }
+
+    /// [`fail`](Self::fail) for a raw ticket; any `u64` is safe, as with
+    /// [`ack_raw`](Self::ack_raw).
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let raw = tracker.send("p", 1_u64).unwrap().into_raw();
+    /// tracker.fail_raw(raw).unwrap();
+    /// assert!(tracker.ack_raw(raw).is_err());
+    /// ```
+    pub fn fail_raw(&self, raw: u64) -> Result<(), ResolveError> {
+        self.resolve(raw, Outcome::Fail)
+    }
+
+    fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {
+        let ticket = RawTicket::decode(raw);
+        if ticket.tracker != self.id {
+            return Err(ResolveError::ForeignTracker);
+        }
+        let (slot, freed) = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
+        // SAFETY: we won the slot's resolution CAS (Acquire), so the sender's
+        // generation pointer is visible and the slot cannot be reused before
+        // we recycle it; the generation is alive because this record still
+        // counts in its `live` until our `leave` below.
+        let generation = unsafe { &*(slot.generation() as *const Generation) };
+        if outcome == Outcome::Fail {
+            generation.add_failed();
+        }
+        self.return_permit();
+        if generation.leave() {
+            self.waiter.wake();
+        }
+        // The generation may be gone from here on; the slot is still ours.
+        if freed {
+            self.slots.recycle(ticket.index);
+        }
+        Ok(())
+    }
+
+    /// Starts a barrier flush: seals the open generation (the linearization
+    /// point: every send that returned before this call is covered, every
+    /// send that starts after it is not) and returns the [`Flush`] to wait on.
+    ///
+    /// The flush also covers every earlier sealed generation not yet
+    /// committed, such as those of aborted flushes. Only one flush exists at a
+    /// time: while one is alive this returns [`BeginFlushError::InProgress`].
+    ///
+    /// ```
+    /// use inflight::{BeginFlushError, Tracker};
+    /// let tracker = Tracker::<u8, u8>::new();
+    /// let flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(tracker.begin_flush().err(), Some(BeginFlushError::InProgress));
+    /// flush.abort();
+    /// assert!(tracker.begin_flush().is_ok());
+    /// ```
+    pub fn begin_flush(&self) -> Result<Flush<'_, P, O>, BeginFlushError> {
+        // Acquire: takes ownership of the carry from the previous flush's
+        // Release store of `false`.
+        if self
+            .flushing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(BeginFlushError::InProgress);
+        }
+        let guard = epoch::pin();
+        let upto = loop {
+            // Acquire: see the generation's initialisation.
+            let open = self.open.load(Ordering::Acquire, &guard);
+            if self.seal(open, &guard) {
+                break open;
+            }
+        };
+        Ok(Flush::new(self, upto.as_raw() as usize))
+    }
+
+    /// Asks the flush that is waiting, or else the next one to wait, to give
+    /// up: its `wait` returns [`FlushError::Interrupted`](crate::FlushError::Interrupted)
+    /// promptly, and the flush can then only be aborted. Interrupts are not
+    /// counted: several before a `wait` are delivered once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let _pending = tracker.send("p", 1_u64).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// tracker.interrupt();
+    /// assert_eq!(flush.wait(Duration::from_secs(60)), Err(FlushError::Interrupted));
+    /// assert_eq!(flush.commit(), Err(FlushError::NotReady));
+    /// ```
+    pub fn interrupt(&self) {
+        // SeqCst: the interrupter's half of the Dekker pair with the waiter
+        // (store the flag, then read the waiter slot in `wake`).
+        self.interrupted.store(true, Ordering::SeqCst);
+        self.waiter.wake();
+    }
+
+    /// Takes a pending interrupt, if any.
+    pub(crate) fn take_interrupt(&self) -> bool {
+        if cfg!(inflight_mutant = "ignored_interrupt") {
+            // Mutant `ignored_interrupt` (loom suite only): `wait` never sees
+            // an interrupt, the second half of KAFKA-2867.
+            return false;
+        }
+        // SeqCst: the waiter's read of the Dekker pair with `interrupt`; the
+        // swap consumes the interrupt so exactly one `wait` gets it.
+        self.interrupted.swap(false, Ordering::SeqCst)
+    }
+
+    /// Stops accepting records: every `send` that starts after this returns
+    /// [`SendError::Closed`] with its record. Records already sent still
+    /// resolve, and a flush begun after `close` returns covers every record
+    /// the tracker ever accepted, so a final flush can drain them.
+    ///
+    /// ```
+    /// use inflight::{SendError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let ticket = tracker.send("p", 1_u64).unwrap();
+    /// tracker.close();
+    /// assert!(matches!(tracker.send("p", 2), Err(SendError::Closed("p", 2))));
+    /// tracker.ack(ticket).unwrap(); // still resolves
+    /// ```
+    pub fn close(&self) {
+        // SeqCst: see the re-check in `send`.
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        // Acquire: a reader that sees the close also sees what preceded it.
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Records sent and not yet resolved. Exact when no call is running
+    /// concurrently; a moment's snapshot otherwise.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let a = tracker.send(0_u8, 0_u8).unwrap();
+    /// let b = tracker.send(0_u8, 1_u8).unwrap();
+    /// tracker.fail(a).unwrap();
+    /// assert_eq!(tracker.in_flight(), 1);
+    /// # tracker.ack(b).unwrap();
+    /// ```
+    pub fn in_flight(&self) -> usize {
+        let guard = epoch::pin();
+        let mut total = 0;
+        // Acquire: see the generations' initialisation.
+        let mut current = self.oldest.load(Ordering::Acquire, &guard);
+        // SAFETY: generations reachable from `oldest` under a guard are freed
+        // only through `defer_destroy`, after the guard is released.
+        while let Some(generation) = unsafe { current.as_ref() } {
+            total += generation.live();
+            // Acquire: as above.
+            current = generation.next.load(Ordering::Acquire, &guard);
+        }
+        total
+    }
+
+    /// The capacity given to [`with_capacity`](Self::with_capacity), or
+    /// `None` for an unbounded tracker.
+    pub fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    fn take_permit(&self) -> bool {
+        let Some(capacity) = self.capacity else {
+            return true;
+        };
+        // Relaxed: the count orders no other memory; the CAS makes the bound
+        // exact (no transient over-count that could refuse a send wrongly).
+        let mut current = self.permits.load(Ordering::Relaxed);
+        loop {
+            if current >= capacity {
+                return false;
+            }
+            match self.permits.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    fn return_permit(&self) {
+        if self.capacity.is_some() {
+            // Relaxed: as in `take_permit`.
+            self.permits.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// How many distinct partitions the tracker has seen. A tracker holds at
+    /// most 16,777,200; a send of a partition beyond that returns
+    /// [`SendError::Full`].
+    pub fn partitions(&self) -> usize {
+        self.partitions.with_keys(|keys| keys.len())
+    }
+}
+
+impl<P, O> Tracker<P, O> {
+    /// Ends the current flush's ownership of the carry.
+    pub(crate) fn end_flush(&self) {
+        // Release: hands the carry to the next `begin_flush` (Acquire).
+        self.flushing.store(false, Ordering::Release);
+    }
+}
+
+impl<P, O> Default for Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P, O> fmt::Debug for Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tracker")
+            .field("in_flight", &self.in_flight())
+            .field("capacity", &self.capacity)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P, O> Drop for Tracker<P, O> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no thread can reach the chain any more, and
+        // folded generations were already handed to the collector.
+        let guard = unsafe { epoch::unprotected() };
+        // Relaxed: exclusive access.
+        let mut current = self.oldest.load(Ordering::Relaxed, guard);
+        while !current.is_null() {
+            // SAFETY: every generation from `oldest` on is owned by the chain
+            // and reachable only from its predecessor (or `oldest`).
+            let owned = unsafe { current.into_owned() };
+            current = owned.next.load(Ordering::Relaxed, guard);
+            drop(owned);
+        }
+    }
+}
