@@ -23,7 +23,7 @@
 
 use crate::generation::Generation;
 use crate::sync::epoch;
-use crate::sync::{park_timeout, Ordering};
+use crate::sync::{Ordering, SPINS_BEFORE_PARK};
 use crate::{FlushError, Tracker};
 use std::collections::HashMap;
 use std::fmt;
@@ -129,7 +129,7 @@ where
         }
         let deadline = Instant::now().checked_add(timeout);
         let mut spins = 0_u32;
-        let mut registered = false;
+        let mut parker = None;
         let result = loop {
             if self.tracker.take_interrupt() {
                 self.phase = Phase::Interrupted;
@@ -146,21 +146,19 @@ where
                 },
                 None => Duration::MAX,
             };
-            if spins < SPINS {
+            if spins < SPINS_BEFORE_PARK {
                 spins += 1;
                 crate::sync::spin_hint();
                 continue;
             }
-            if !registered {
+            match &parker {
                 // Register, then look again before parking (Dekker pair with
                 // the last resolution; see `waiter`).
-                self.tracker.waiter.register();
-                registered = true;
-                continue;
+                None => parker = Some(self.tracker.waiter.register()),
+                Some(parker) => parker.park_timeout(remaining),
             }
-            park_timeout(remaining);
         };
-        if registered {
+        if parker.is_some() {
             self.tracker.waiter.unregister();
         }
         result
@@ -310,10 +308,6 @@ where
         }
     }
 }
-
-/// Spins of the waiting loop before it parks: a resolution that is only a
-/// moment away is seen without a futex round trip.
-const SPINS: u32 = 64;
 
 fn fold<O>(carry: &mut Carry, generation: &Generation, slots: &crate::slab::Slab<O>) {
     generation.for_each_cell(|partition, slot| {

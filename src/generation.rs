@@ -38,7 +38,7 @@
 //! holding `16 << k` cells, allocated on first use.
 
 use crate::sync::epoch::Atomic;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, LeakCheck, Ordering};
 
 const LIVE_MASK: u64 = (1 << 31) - 1;
 const SEALED: u64 = 1 << 31;
@@ -73,6 +73,8 @@ pub(crate) struct Generation {
     pub(crate) next: Atomic<Generation>,
     /// Pages of partition cells.
     cells: [AtomicPtr<AtomicU64>; CELL_PAGES],
+    /// Under loom, reports a generation that is never freed.
+    _leak_check: LeakCheck,
 }
 
 #[inline]
@@ -89,6 +91,7 @@ impl Generation {
             failed: AtomicUsize::new(0),
             next: Atomic::null(),
             cells: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            _leak_check: LeakCheck::new(),
         }
     }
 
@@ -99,10 +102,11 @@ impl Generation {
     /// [`leave`]: Self::leave
     #[inline]
     pub(crate) fn enter(&self) -> Option<u32> {
-        // SeqCst: the admission and the seal are RMWs of this one word, so
-        // their order decides coverage; SeqCst also orders this against the
-        // tracker's `closed` flag (the close/seal argument in `Tracker::send`).
-        let previous = self.state.fetch_add(ENTER, Ordering::SeqCst);
+        // Acquire: the admission and the seal are RMWs of this one word, so
+        // their order alone decides coverage. Reading SEALED acquires the
+        // sealer's Release, so the caller's next load of `open` (and of
+        // `closed`) sees what the sealer did before sealing.
+        let previous = self.state.fetch_add(ENTER, Ordering::Acquire);
         if cfg!(not(inflight_mutant = "unsealed_enter")) && previous & SEALED != 0 {
             return None;
         }
@@ -117,11 +121,10 @@ impl Generation {
     #[inline]
     #[must_use]
     pub(crate) fn leave(&self) -> bool {
-        // SeqCst: Release publishes this record's resolution (and any failure
-        // count) to the flusher's Acquire read of zero; SeqCst also makes the
-        // waker's following read of the waiter slot a Dekker pair with the
-        // waiter's "register, then read the count".
-        let previous = self.state.fetch_sub(1, Ordering::SeqCst);
+        // Release: publishes this record's resolution (and failure count) to
+        // the flusher's Acquire read of `live`. The wake-up that may follow
+        // is ordered by the SeqCst fence in `Waiter::wake`.
+        let previous = self.state.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & LIVE_MASK != 0, "generation count underflow");
         let last = previous & LIVE_MASK == 1 && previous & SEALED != 0;
         if cfg!(inflight_mutant = "lost_wakeup") {
@@ -135,16 +138,18 @@ impl Generation {
     /// Closes the generation to new records. Returns true if it was already
     /// sealed.
     pub(crate) fn seal(&self) -> bool {
-        // SeqCst: see `enter`. Release also publishes `next`, set before.
-        self.state.fetch_or(SEALED, Ordering::SeqCst) & SEALED != 0
+        // Release: a send that reads SEALED (Acquire in `enter`) also sees
+        // `next` and the moved `open`, both set before this.
+        self.state.fetch_or(SEALED, Ordering::Release) & SEALED != 0
     }
 
     /// Unresolved records of the generation.
     #[inline]
     pub(crate) fn live(&self) -> usize {
-        // SeqCst: the waiter's half of the Dekker pair with `leave`; Acquire
-        // sees every resolution (and failure count) released by `leave`.
-        (self.state.load(Ordering::SeqCst) & LIVE_MASK) as usize
+        // Acquire: sees every resolution (and failure count) released by
+        // `leave`. A waiter reads this after the SeqCst fence of
+        // `Waiter::register`.
+        (self.state.load(Ordering::Acquire) & LIVE_MASK) as usize
     }
 
     /// Whether the generation is sealed.
@@ -157,7 +162,7 @@ impl Generation {
     ///
     /// [`leave`]: Self::leave
     pub(crate) fn add_failed(&self) {
-        // Relaxed: published by the SeqCst `leave` that follows.
+        // Relaxed: published by the Release `leave` that follows.
         self.failed.fetch_add(1, Ordering::Relaxed);
     }
 

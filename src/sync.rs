@@ -22,13 +22,28 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+    };
     pub(crate) use std::sync::Arc;
-    pub(crate) use std::thread::{current as current_thread, Thread};
 
-    /// Parks the calling thread for at most `timeout`.
-    pub(crate) fn park_timeout(timeout: std::time::Duration) {
-        std::thread::park_timeout(timeout);
+    /// What a waker calls to end a park: the parked thread's handle.
+    pub(crate) type Unparker = std::thread::Thread;
+
+    /// The parking side: parks the thread that made it.
+    pub(crate) struct Parker(());
+
+    impl Parker {
+        /// Parks the calling thread for at most `timeout`, or until
+        /// unparked (or spuriously).
+        pub(crate) fn park_timeout(&self, timeout: std::time::Duration) {
+            std::thread::park_timeout(timeout);
+        }
+    }
+
+    /// A parker for the calling thread, and the handle that wakes it.
+    pub(crate) fn parker() -> (Parker, Unparker) {
+        (Parker(()), std::thread::current())
     }
 
     /// A short pause inside a spin.
@@ -108,19 +123,56 @@ mod imp {
 
     /// How many free-list shards to use.
     pub(crate) const FREE_SHARDS: usize = 8;
+
+    /// Spins of a waiting flush before it parks.
+    pub(crate) const SPINS_BEFORE_PARK: u32 = 64;
+
+    /// Marks an allocation that loom should check for leaks; nothing here.
+    #[derive(Debug)]
+    pub(crate) struct LeakCheck(());
+
+    impl LeakCheck {
+        pub(crate) fn new() -> Self {
+            Self(())
+        }
+    }
 }
 
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+    };
     pub(crate) use loom::sync::Arc;
-    pub(crate) use loom::thread::{current as current_thread, Thread};
 
-    /// Loom has no clock: park until unparked. A lost wake-up then shows up
-    /// as a deadlock, which loom reports.
-    pub(crate) fn park_timeout(_timeout: std::time::Duration) {
-        loom::thread::park();
+    /// Under loom a wait parks on a `Notify` made for it rather than with
+    /// `thread::park`: a late unpark (a waker that read the handle just
+    /// before the waiter left) is harmless in std, but loom's `unpark` would
+    /// also wake the thread out of an unrelated `join`.
+    pub(crate) struct Unparker(Arc<loom::sync::Notify>);
+
+    impl Unparker {
+        pub(crate) fn unpark(&self) {
+            self.0.notify();
+        }
+    }
+
+    /// The parking side of an [`Unparker`].
+    pub(crate) struct Parker(Arc<loom::sync::Notify>);
+
+    impl Parker {
+        /// Loom has no clock: park until unparked. A lost wake-up then shows
+        /// up as a deadlock, which loom reports.
+        pub(crate) fn park_timeout(&self, _timeout: std::time::Duration) {
+            self.0.wait();
+        }
+    }
+
+    /// A parker and the handle that wakes it.
+    pub(crate) fn parker() -> (Parker, Unparker) {
+        let notify = Arc::new(loom::sync::Notify::new());
+        (Parker(notify.clone()), Unparker(notify))
     }
 
     /// Inside a spin, let loom schedule another thread.
@@ -156,6 +208,20 @@ mod imp {
 
     /// One shard keeps the model small; sharding affects contention only.
     pub(crate) const FREE_SHARDS: usize = 1;
+
+    /// No spinning under loom: every spin would multiply the interleavings.
+    pub(crate) const SPINS_BEFORE_PARK: u32 = 0;
+
+    /// Loom reports a `LeakCheck` that is still alive at the end of an
+    /// execution, so a value holding one is checked for leaks.
+    #[derive(Debug)]
+    pub(crate) struct LeakCheck(#[allow(dead_code)] loom::alloc::Track<()>);
+
+    impl LeakCheck {
+        pub(crate) fn new() -> Self {
+            Self(loom::alloc::Track::new(()))
+        }
+    }
 }
 
 pub(crate) use imp::*;

@@ -154,7 +154,7 @@ where
     /// # tracker.ack(ticket).unwrap();
     /// ```
     pub fn send(&self, partition: P, offset: O) -> Result<Ticket, SendError<P, O>> {
-        // Relaxed: a fast path only; the SeqCst re-check below decides.
+        // Relaxed: a fast path only; the re-check after entering decides.
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(partition, offset));
         }
@@ -176,10 +176,12 @@ where
         let guard = epoch::pin();
         let (generation, entry) = self.enter(&guard);
 
-        // SeqCst: with the SeqCst `enter` above and `close`'s SeqCst store,
-        // either this load sees the close, or this record entered before any
-        // seal that follows `close()`, so a final flush covers it.
-        if self.closed.load(Ordering::SeqCst) {
+        // Acquire: pairs with `close`'s Release store. Either this record's
+        // `enter` precedes the seal of a flush begun after `close()` (so that
+        // flush covers it), or it follows it, in which case `enter` acquired
+        // from the seal, which happens after `close()`, and this load sees
+        // the close. So a final flush covers every accepted record.
+        if self.closed.load(Ordering::Acquire) {
             if generation.leave() {
                 self.waiter.wake();
             }
@@ -421,9 +423,12 @@ where
     /// assert_eq!(flush.commit(), Err(FlushError::NotReady));
     /// ```
     pub fn interrupt(&self) {
-        // SeqCst: the interrupter's half of the Dekker pair with the waiter
-        // (store the flag, then read the waiter slot in `wake`).
-        self.interrupted.store(true, Ordering::SeqCst);
+        // Release: the flag is published; `wake`'s SeqCst fence then makes
+        // this write and the waiter's registration a Dekker pair. A swap, not
+        // a store: as an RMW it is ordered after every earlier swap by
+        // `take_interrupt`, so the interrupt can never be overwritten by a
+        // stale "consumed".
+        self.interrupted.swap(true, Ordering::Release);
         self.waiter.wake();
     }
 
@@ -434,9 +439,9 @@ where
             // an interrupt, the second half of KAFKA-2867.
             return false;
         }
-        // SeqCst: the waiter's read of the Dekker pair with `interrupt`; the
-        // swap consumes the interrupt so exactly one `wait` gets it.
-        self.interrupted.swap(false, Ordering::SeqCst)
+        // Acquire: pairs with `interrupt`'s store; the swap consumes the
+        // interrupt, so exactly one `wait` gets it.
+        self.interrupted.swap(false, Ordering::AcqRel)
     }
 
     /// Stops accepting records: every `send` that starts after this returns
@@ -453,8 +458,8 @@ where
     /// tracker.ack(ticket).unwrap(); // still resolves
     /// ```
     pub fn close(&self) {
-        // SeqCst: see the re-check in `send`.
-        self.closed.store(true, Ordering::SeqCst);
+        // Release: see the re-check in `send`.
+        self.closed.store(true, Ordering::Release);
     }
 
     /// Whether [`close`](Self::close) was called.

@@ -3,21 +3,25 @@
 //! A waiting flush stores its thread handle here and parks; whoever resolves
 //! the last covered record (or calls `interrupt`) unparks it. The handle is an
 //! epoch-protected pointer, so a waker never reads a handle the waiter is
-//! freeing. The protocol against lost wake-ups is a Dekker pair:
+//! freeing. The protocol against lost wake-ups is a Dekker pair, ordered by
+//! two SeqCst fences:
 //!
-//! - waiter: store its handle (SeqCst), then read the counts (SeqCst);
-//! - waker: take a count to zero (SeqCst RMW), then read the handle (SeqCst).
+//! - waiter: store its handle; fence; read the counts (and the interrupt);
+//! - waker: take a count to zero (or set the interrupt); fence; read the
+//!   handle.
 //!
-//! In the single total order of SeqCst operations one of the two reads sees
-//! the other side's write, so either the waiter sees zero and does not park,
-//! or the waker sees the handle and unparks it (an unpark before the park
-//! makes the park return at once).
+//! The two fences are ordered one way or the other in the single SeqCst
+//! order. If the waiter's comes first, the waker's read sees the handle and
+//! unparks it (an unpark before the park makes the park return at once); if
+//! the waker's comes first, the waiter's read sees the zero (or interrupt)
+//! and does not park. Fences, not SeqCst accesses, so that loom (which models
+//! SeqCst fences but treats SeqCst accesses as AcqRel) checks the argument.
 
 use crate::sync::epoch::{self, Atomic, Owned, Shared};
-use crate::sync::{current_thread, Ordering, Thread};
+use crate::sync::{fence, parker, Ordering, Parker, Unparker};
 
 pub(crate) struct Waiter {
-    thread: Atomic<Thread>,
+    thread: Atomic<Unparker>,
 }
 
 impl Waiter {
@@ -27,19 +31,24 @@ impl Waiter {
         }
     }
 
-    /// Makes the calling thread the one to wake. Re-check the condition
-    /// after this and before parking.
-    pub(crate) fn register(&self) {
+    /// Makes the calling thread the one to wake, and returns what it parks
+    /// on. Re-check the condition after this and before parking.
+    pub(crate) fn register(&self) -> Parker {
+        let (parker, unparker) = parker();
         let guard = epoch::pin();
-        // SeqCst: the waiter's store of the Dekker pair (module docs).
+        // Release: publishes the handle to the waker's Acquire load.
         let old = self
             .thread
-            .swap(Owned::new(current_thread()), Ordering::SeqCst, &guard);
+            .swap(Owned::new(unparker), Ordering::Release, &guard);
         if !old.is_null() {
             // SAFETY: `old` was unlinked by the swap; wakers that loaded it
             // hold guards, and it is destroyed only after they unpin.
             unsafe { guard.defer_destroy(old) };
         }
+        // SeqCst fence: the waiter's half of the Dekker pair (module docs);
+        // orders the store above before the caller's re-check.
+        fence(Ordering::SeqCst);
+        parker
     }
 
     /// Stops being woken.
@@ -55,9 +64,12 @@ impl Waiter {
 
     /// Unparks the registered thread, if any.
     pub(crate) fn wake(&self) {
+        // SeqCst fence: the waker's half of the Dekker pair (module docs);
+        // orders the caller's count update (or interrupt) before the load.
+        fence(Ordering::SeqCst);
         let guard = epoch::pin();
-        // SeqCst: the waker's read of the Dekker pair (module docs).
-        let thread = self.thread.load(Ordering::SeqCst, &guard);
+        // Acquire: pairs with the Release swap in `register`.
+        let thread = self.thread.load(Ordering::Acquire, &guard);
         // SAFETY: a non-null handle is valid until it is unlinked and the
         // guard we hold is released.
         if let Some(thread) = unsafe { thread.as_ref() } {

@@ -1,0 +1,463 @@
+//! Loom models of inflight's multi-threaded guarantees.
+//!
+//! Each model is two or three threads and a handful of operations; loom runs
+//! it under every interleaving up to `LOOM_MAX_PREEMPTIONS` preemptions. A
+//! wait that could hang forever (a lost wake-up, an ignored interrupt) shows
+//! up as a loom deadlock. Offsets are `loom::sync::Arc<u64>`, so an offset
+//! that is leaked or dropped twice fails the model too, and every generation
+//! carries a loom leak check.
+//!
+//! Build with `--cfg loom --cfg crossbeam_loom` (see `../run`).
+#![cfg(loom)]
+
+use inflight::{FlushError, ResolveError, SendError, Tracker};
+use loom::sync::Arc;
+use loom::thread;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Offsets in the models: reference counted by loom, so leaks and double
+/// drops are reported.
+type Off = Arc<u64>;
+type T = Tracker<&'static str, Off>;
+
+/// Long enough that only a wake-up can end the wait (loom has no clock: a
+/// wait that is never woken is reported as a deadlock).
+const FOREVER: Duration = Duration::from_secs(3600);
+
+fn off(n: u64) -> Off {
+    Arc::new(n)
+}
+
+/// Offsets as plain numbers, for comparisons.
+fn plain(offsets: HashMap<&'static str, Off>) -> Vec<(&'static str, u64)> {
+    let mut v: Vec<_> = offsets.into_iter().map(|(p, o)| (p, *o)).collect();
+    v.sort();
+    v
+}
+
+/// Runs a model under loom with its name, so a failure says which one and how
+/// to replay it.
+fn run_model(name: &'static str, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    let iterations = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = iterations.clone();
+    eprintln!(
+        "model {name}: exploring (LOOM_MAX_PREEMPTIONS={:?})",
+        builder.preemption_bound
+    );
+    let started = std::time::Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder.check(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            f();
+        })
+    }));
+    let n = iterations.load(std::sync::atomic::Ordering::Relaxed);
+    match result {
+        Ok(()) => eprintln!("model {name}: {n} executions in {:.1?}", started.elapsed()),
+        Err(panic) => {
+            eprintln!(
+                "model {name}: FAILED at execution {n}. Replay with \
+                 LOOM_CHECKPOINT_FILE=/tmp/{name}.json LOOM_CHECKPOINT_INTERVAL=1, \
+                 then LOOM_LOG=trace LOOM_LOCATION=1 loom-tests/run -- {name}"
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// 1. A send racing `begin_flush` is covered or not, never half, and the
+/// flush's offsets agree with its coverage.
+#[test]
+fn send_vs_begin_flush_covers_or_not() {
+    run_model("send_vs_begin_flush_covers_or_not", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let t2 = tracker.clone();
+        let sender = thread::spawn(move || t2.send("p", off(1)).unwrap());
+        let mut flush = tracker.begin_flush().unwrap();
+        let ticket = sender.join().unwrap();
+        let covered = flush.pending();
+        assert!(covered <= 1);
+        tracker.ack(ticket).unwrap();
+        let first = plain(flush.wait(FOREVER).unwrap());
+        flush.commit().unwrap();
+        let mut next = tracker.begin_flush().unwrap();
+        let second = plain(next.wait(FOREVER).unwrap());
+        next.commit().unwrap();
+        if covered == 1 {
+            assert_eq!((first, second), (vec![("p", 1)], vec![]));
+        } else {
+            assert_eq!((first, second), (vec![], vec![("p", 1)]));
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// 2. KAFKA-2867 exactly: a send (and its ack) racing the commit of the
+/// previous flush lands in the open generation, its ack finds it, and the
+/// next flush completes with its offset.
+#[test]
+fn send_vs_commit_of_previous_flush() {
+    run_model("send_vs_commit_of_previous_flush", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let first = tracker.send("p", off(1)).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        tracker.ack(first).unwrap();
+        let t2 = tracker.clone();
+        let sender = thread::spawn(move || {
+            let ticket = t2.send("p", off(2)).unwrap();
+            t2.ack(ticket)
+        });
+        assert_eq!(plain(flush.wait(FOREVER).unwrap()), vec![("p", 1)]);
+        flush.commit().unwrap();
+        assert_eq!(sender.join().unwrap(), Ok(()), "the ack found its record");
+        assert_eq!(tracker.in_flight(), 0);
+        let mut next = tracker.begin_flush().unwrap();
+        assert_eq!(plain(next.wait(Duration::ZERO).unwrap()), vec![("p", 2)]);
+        next.commit().unwrap();
+    });
+}
+
+/// 2b. The same race, with the late record still unacked: it must be counted
+/// and covered by the next flush, never lost in a finished generation.
+#[test]
+fn unacked_send_vs_finishing_flush_is_not_lost() {
+    run_model("unacked_send_vs_finishing_flush_is_not_lost", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let t2 = tracker.clone();
+        let sender = thread::spawn(move || t2.send("p", off(1)).unwrap());
+        let mut flush = tracker.begin_flush().unwrap();
+        let covered_now = match flush.wait(Duration::ZERO) {
+            Ok(offsets) => {
+                assert!(offsets.is_empty(), "offsets of an unacked record");
+                flush.commit().unwrap();
+                false
+            }
+            Err(FlushError::Timeout { pending: 1 }) => {
+                flush.abort();
+                true
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        };
+        let ticket = sender.join().unwrap();
+        assert_eq!(tracker.in_flight(), 1, "the record is counted");
+        let mut next = tracker.begin_flush().unwrap();
+        assert_eq!(
+            next.pending(),
+            1,
+            "the record is covered (covered_now={covered_now})"
+        );
+        tracker.ack(ticket).unwrap();
+        assert_eq!(plain(next.wait(Duration::ZERO).unwrap()), vec![("p", 1)]);
+        next.commit().unwrap();
+    });
+}
+
+/// 3. The last covered ack wakes the waiting flush: no lost wake-up.
+#[test]
+fn ack_vs_wait_no_lost_wakeup() {
+    run_model("ack_vs_wait_no_lost_wakeup", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let ticket = tracker.send("p", off(7)).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack(ticket).unwrap());
+        assert_eq!(plain(flush.wait(FOREVER).unwrap()), vec![("p", 7)]);
+        flush.commit().unwrap();
+        acker.join().unwrap();
+    });
+}
+
+/// 4. An ack racing the seal is counted once, in its record's generation,
+/// and a send after it lands in exactly one of two consecutive flushes.
+#[test]
+fn ack_vs_begin_flush_counted_once() {
+    run_model("ack_vs_begin_flush_counted_once", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let ticket = tracker.send("p", off(1)).unwrap();
+        let t2 = tracker.clone();
+        let other = thread::spawn(move || {
+            t2.ack(ticket).unwrap();
+            let late = t2.send("p", off(2)).unwrap();
+            t2.ack(late).unwrap();
+        });
+        let mut flush = tracker.begin_flush().unwrap();
+        let first = plain(flush.wait(FOREVER).unwrap());
+        flush.commit().unwrap();
+        other.join().unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+        let mut next = tracker.begin_flush().unwrap();
+        let second = plain(next.wait(Duration::ZERO).unwrap());
+        next.commit().unwrap();
+        match first.as_slice() {
+            [("p", 1)] => assert_eq!(second, vec![("p", 2)]),
+            [("p", 2)] => assert_eq!(second, vec![]),
+            _ => panic!("first flush returned {first:?}"),
+        }
+    });
+}
+
+/// 5. Two acks racing on the last two covered records: the flush completes
+/// once, with both partitions.
+#[test]
+fn two_acks_race_on_the_last_records() {
+    run_model("two_acks_race_on_the_last_records", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let a = tracker.send("p", off(1)).unwrap();
+        let b = tracker.send("q", off(2)).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        let (ta, tb) = (tracker.clone(), tracker.clone());
+        let ha = thread::spawn(move || ta.ack(a).unwrap());
+        let hb = thread::spawn(move || tb.ack(b).unwrap());
+        assert_eq!(
+            plain(flush.wait(FOREVER).unwrap()),
+            vec![("p", 1), ("q", 2)]
+        );
+        flush.commit().unwrap();
+        ha.join().unwrap();
+        hb.join().unwrap();
+    });
+}
+
+/// 6. A covered failure makes the flush fail, never succeed.
+#[test]
+fn fail_vs_wait_is_failed_never_ok() {
+    run_model("fail_vs_wait_is_failed_never_ok", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let doomed = tracker.send("p", off(1)).unwrap();
+        let fine = tracker.send("p", off(2)).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        let t2 = tracker.clone();
+        let failer = thread::spawn(move || t2.fail(doomed).unwrap());
+        tracker.ack(fine).unwrap();
+        assert_eq!(
+            flush.wait(FOREVER).map(plain),
+            Err(FlushError::Failed { failed: 1 })
+        );
+        assert_eq!(flush.commit(), Err(FlushError::NotReady));
+        failer.join().unwrap();
+    });
+}
+
+/// 7. An interrupt reaches exactly one wait: the one in progress, or the
+/// next one if it comes first.
+#[test]
+fn interrupt_vs_wait_delivered_once() {
+    run_model("interrupt_vs_wait_delivered_once", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let stuck = tracker.send("p", off(1)).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        let t2 = tracker.clone();
+        let interrupter = thread::spawn(move || t2.interrupt());
+        assert_eq!(flush.wait(FOREVER).map(plain), Err(FlushError::Interrupted));
+        assert_eq!(
+            flush.wait(Duration::ZERO).map(plain),
+            Err(FlushError::Interrupted)
+        );
+        flush.abort();
+        interrupter.join().unwrap();
+        let mut next = tracker.begin_flush().unwrap();
+        assert_eq!(
+            next.wait(Duration::ZERO).map(plain),
+            Err(FlushError::Timeout { pending: 1 }),
+            "the interrupt was delivered twice"
+        );
+        next.abort();
+        tracker.ack(stuck).unwrap();
+    });
+}
+
+/// 8. Abort racing a send and its ack: the next flush covers the aborted
+/// flush's record and the new one; the newer offset wins.
+#[test]
+fn abort_vs_send_vs_ack_merges() {
+    run_model("abort_vs_send_vs_ack_merges", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let old = tracker.send("p", off(1)).unwrap();
+        let flush = tracker.begin_flush().unwrap();
+        let t2 = tracker.clone();
+        let other = thread::spawn(move || {
+            let new = t2.send("p", off(2)).unwrap();
+            t2.ack(new).unwrap();
+        });
+        tracker.ack(old).unwrap();
+        flush.abort();
+        other.join().unwrap();
+        let mut next = tracker.begin_flush().unwrap();
+        assert_eq!(plain(next.wait(Duration::ZERO).unwrap()), vec![("p", 2)]);
+        next.commit().unwrap();
+    });
+}
+
+/// 9. `ack_raw` and `fail_raw` of the same ticket: exactly one wins, and the
+/// flush reflects the winner.
+#[test]
+fn ack_raw_vs_fail_raw_exactly_one() {
+    run_model("ack_raw_vs_fail_raw_exactly_one", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let raw = tracker.send("p", off(1)).unwrap().into_raw();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack_raw(raw));
+        let failed = tracker.fail_raw(raw);
+        let acked = acker.join().unwrap();
+        assert!(
+            acked.is_ok() != failed.is_ok(),
+            "exactly one resolution wins: ack {acked:?}, fail {failed:?}"
+        );
+        let loser = if acked.is_ok() { failed } else { acked };
+        assert_eq!(loser, Err(ResolveError::AlreadyResolved));
+        assert_eq!(tracker.in_flight(), 0);
+        let mut flush = tracker.begin_flush().unwrap();
+        let outcome = flush.wait(Duration::ZERO).map(plain);
+        if acked.is_ok() {
+            assert_eq!(outcome, Ok(vec![("p", 1)]));
+        } else {
+            assert_eq!(outcome, Err(FlushError::Failed { failed: 1 }));
+        }
+    });
+}
+
+/// 10. A stale raw ticket racing a send that reuses its slot leaves the new
+/// record untouched.
+#[test]
+fn stale_raw_ticket_vs_slot_reuse() {
+    run_model("stale_raw_ticket_vs_slot_reuse", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let stale = tracker.send("p", off(1)).unwrap().into_raw();
+        // A newer record of "p" takes over the partition cell, so the stale
+        // ticket's slot is not retained for its offset and is freed at once.
+        let keep = tracker.send("p", off(2)).unwrap();
+        tracker.ack_raw(stale).unwrap();
+        let t2 = tracker.clone();
+        // Takes the slot just freed (one free list under loom).
+        let sender = thread::spawn(move || t2.send("q", off(3)).unwrap());
+        let replay = tracker.ack_raw(stale);
+        let fresh = sender.join().unwrap();
+        assert!(replay.is_err(), "a stale ticket resolved something");
+        // And once the slot certainly holds the new record.
+        assert_eq!(tracker.ack_raw(stale), Err(ResolveError::AlreadyResolved));
+        assert_eq!(tracker.in_flight(), 2, "the new record is untouched");
+        tracker.ack(fresh).unwrap();
+        tracker.ack(keep).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// 11. `close` racing a send: the send either gets in (and a flush after the
+/// close covers it) or gets its record back; no count leaks.
+#[test]
+fn close_vs_send() {
+    run_model("close_vs_send", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let t2 = tracker.clone();
+        let sender = thread::spawn(move || t2.send("p", off(1)));
+        tracker.close();
+        let mut flush = tracker.begin_flush().unwrap();
+        match sender.join().unwrap() {
+            Ok(ticket) => {
+                assert_eq!(tracker.in_flight(), 1);
+                assert_eq!(flush.pending(), 1, "a flush after close covers it");
+                tracker.ack(ticket).unwrap();
+                assert_eq!(plain(flush.wait(Duration::ZERO).unwrap()), vec![("p", 1)]);
+            }
+            Err(SendError::Closed(p, o)) => {
+                assert_eq!((p, *o), ("p", 1), "the record comes back");
+                assert_eq!(tracker.in_flight(), 0);
+                assert!(flush.wait(Duration::ZERO).unwrap().is_empty());
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert!(matches!(
+            tracker.send("p", off(2)),
+            Err(SendError::Closed(..))
+        ));
+    });
+}
+
+/// 12. At capacity, a send racing an ack is refused (with its record) or
+/// takes the freed place; the bound holds either way.
+#[test]
+fn capacity_full_vs_ack() {
+    run_model("capacity_full_vs_ack", || {
+        let tracker: Arc<T> = Arc::new(Tracker::with_capacity(1));
+        let first = tracker.send("p", off(1)).unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack(first).unwrap());
+        let second = tracker.send("p", off(2));
+        acker.join().unwrap();
+        match second {
+            Ok(ticket) => {
+                assert_eq!(tracker.in_flight(), 1);
+                tracker.ack(ticket).unwrap();
+            }
+            Err(SendError::Full(p, o)) => {
+                assert_eq!((p, *o), ("p", 2));
+                assert_eq!(tracker.in_flight(), 0);
+                let ticket = tracker.send(p, o).unwrap();
+                tracker.ack(ticket).unwrap();
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// 13. Reclamation: generations are folded and freed while another thread
+/// sends into them and acks; every generation and every offset is freed
+/// exactly once by the end (loom reports leaks and double drops).
+#[test]
+fn reclamation_no_leak_no_early_free() {
+    run_model("reclamation_no_leak_no_early_free", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let t2 = tracker.clone();
+        let worker = thread::spawn(move || {
+            let a = t2.send("p", off(1)).unwrap();
+            t2.ack(a).unwrap();
+            let b = t2.send("p", off(2)).unwrap();
+            t2.ack(b).unwrap();
+        });
+        for _ in 0..2 {
+            let mut flush = tracker.begin_flush().unwrap();
+            if flush.wait(Duration::ZERO).is_ok() {
+                flush.commit().unwrap();
+            }
+        }
+        worker.join().unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+        drop(tracker);
+    });
+}
+
+/// 14. Two sends of one partition racing a seal: the flush returns the later
+/// covered send, and the next flush the rest.
+#[test]
+fn same_partition_sends_vs_seal_latest_covered_wins() {
+    run_model("same_partition_sends_vs_seal_latest_covered_wins", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let t2 = tracker.clone();
+        let sender = thread::spawn(move || {
+            let a = t2.send("p", off(1)).unwrap();
+            let b = t2.send("p", off(2)).unwrap();
+            (a, b)
+        });
+        let mut flush = tracker.begin_flush().unwrap();
+        let (a, b) = sender.join().unwrap();
+        let covered = flush.pending();
+        tracker.ack(b).unwrap();
+        tracker.ack(a).unwrap();
+        let first = plain(flush.wait(Duration::ZERO).unwrap());
+        flush.commit().unwrap();
+        let mut next = tracker.begin_flush().unwrap();
+        let second = plain(next.wait(Duration::ZERO).unwrap());
+        match covered {
+            0 => assert_eq!((first, second), (vec![], vec![("p", 2)])),
+            1 => assert_eq!((first, second), (vec![("p", 1)], vec![("p", 2)])),
+            2 => assert_eq!((first, second), (vec![("p", 2)], vec![])),
+            n => panic!("{n} covered of 2"),
+        }
+    });
+}
