@@ -174,9 +174,8 @@ where
                 failed: carry.failed,
             });
         }
-        self.phase = Phase::Ready;
         let slots = &self.tracker.slots;
-        Ok(self.tracker.partitions.with_keys(|keys| {
+        let offsets = self.tracker.partitions.with_keys(|keys| {
             let mut offsets = HashMap::with_capacity(keys.len());
             for (number, &slot) in carry.slots.iter().enumerate() {
                 let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
@@ -188,7 +187,11 @@ where
                 }
             }
             offsets
-        }))
+        });
+        // Only once the offsets are in hand: a panicking `Clone` must not
+        // leave a flush that commits offsets it never returned.
+        self.phase = Phase::Ready;
+        Ok(offsets)
     }
 
     /// Folds drained covered generations into the carry and returns how many

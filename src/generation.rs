@@ -47,7 +47,8 @@ const ENTER: u64 = (1 << 32) | 1;
 /// The entry number at which a send seals its generation on its own (without
 /// a flush) and opens a new one, and every `ROLLOVER_RETRY` entries after
 /// that until one attempt wins. Keeps entries far below their 2^32 wrap.
-pub(crate) const ROLLOVER: u32 = 1 << 30;
+/// Under loom it is tiny, so that the models exercise rollovers too.
+pub(crate) const ROLLOVER: u32 = if cfg!(loom) { 2 } else { 1 << 30 };
 pub(crate) const ROLLOVER_RETRY: u32 = 1 << 16;
 
 const FIRST_CELL_PAGE: usize = 16;

@@ -90,19 +90,20 @@ pub(crate) struct Slot<O> {
     state: AtomicU64,
     /// The next free slot + 1 (0: end of list), while this slot is free.
     next_free: AtomicU32,
-    /// The generation the record entered. Written before publish, read after
-    /// resolution; opaque to the slab.
-    generation: UnsafeCell<*const ()>,
+    /// The generation the record entered, opaque to the slab. Written before
+    /// publish; read by a resolver *before* its resolution CAS, because once
+    /// a held slot is resolved its holder may free and reuse it at once.
+    generation: AtomicPtr<()>,
     /// The record's offset, present unless the status is `FREE`.
     value: UnsafeCell<MaybeUninit<O>>,
 }
 
 impl<O> Slot<O> {
-    fn new() -> Self {
+    fn new(tag: u32) -> Self {
         Self {
-            state: AtomicU64::new(FREE),
+            state: AtomicU64::new((u64::from(tag) << 32) | FREE),
             next_free: AtomicU32::new(0),
-            generation: UnsafeCell::new(std::ptr::null()),
+            generation: AtomicPtr::new(std::ptr::null_mut()),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
@@ -118,17 +119,6 @@ impl<O> Slot<O> {
         // concurrently written or dropped.
         self.value.with(|v| unsafe { (*v).assume_init_ref() })
     }
-
-    /// The generation pointer stored at send.
-    ///
-    /// # Safety
-    /// The caller won the resolution CAS of the slot, which acquired the
-    /// sender's publish, and the slot has not been reused since.
-    pub(crate) unsafe fn generation(&self) -> *const () {
-        // SAFETY: written by the sender before its Release publish, which the
-        // caller's Acquire CAS synchronised with; no one writes it until reuse.
-        self.generation.with(|g| unsafe { *g })
-    }
 }
 
 /// Pages of slots plus their free lists.
@@ -138,6 +128,8 @@ pub(crate) struct Slab<O> {
     next_unused: AtomicUsize,
     /// Treiber stack heads: `version << 32 | (index + 1)`, 0 when empty.
     free: [CachePadded<AtomicU64>; FREE_SHARDS],
+    /// The tag every slot starts from (random per slab, see `ticket`).
+    first_tag: u32,
 }
 
 /// Page number and offset in the page of a slot index.
@@ -154,6 +146,7 @@ impl<O> Slab<O> {
             pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             next_unused: AtomicUsize::new(0),
             free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+            first_tag: crate::sync::tag_seed(),
         }
     }
 
@@ -219,7 +212,7 @@ impl<O> Slab<O> {
         // Acquire: see a page another thread installed (pairs with the CAS).
         if self.pages[page].load(Ordering::Acquire).is_null() {
             let len = FIRST_PAGE << page;
-            let fresh: Box<[Slot<O>]> = (0..len).map(|_| Slot::new()).collect();
+            let fresh: Box<[Slot<O>]> = (0..len).map(|_| Slot::new(self.first_tag)).collect();
             let fresh = Box::into_raw(fresh) as *mut Slot<O>;
             // Release: publishes the initialised slots with the pointer.
             // Acquire (failure): see the winner's slots.
@@ -315,11 +308,10 @@ impl<O> Slab<O> {
 
     /// Records the generation a prepared slot entered.
     pub(crate) fn set_generation(&self, index: usize, generation: *const ()) {
-        // SAFETY: the slot is prepared and unpublished; only its sender
-        // touches `generation` until the Release publish.
+        // Relaxed: published by the Release `publish` that follows.
         self.slot(index)
             .generation
-            .with_mut(|g| unsafe { *g = generation });
+            .store(generation as *mut (), Ordering::Relaxed);
     }
 
     /// Drops the hold a prepared slot took in advance (it lost the race for
@@ -350,15 +342,18 @@ impl<O> Slab<O> {
 
     /// Resolves the record in `index` if it is `LIVE` with `tag`.
     ///
-    /// Returns the slot and whether it was freed (not held). A freed slot is
-    /// not yet back on a free list: the caller reads what it needs from it,
-    /// then calls [`recycle`](Self::recycle).
+    /// Returns the generation the record entered and whether the slot was
+    /// freed (it was not held). A freed slot is not yet back on a free list:
+    /// the caller finishes with it, then calls [`recycle`](Self::recycle).
     pub(crate) fn resolve(
         &self,
         index: usize,
         ticket_tag: u32,
         outcome: Outcome,
-    ) -> Result<(&Slot<O>, bool), ResolveError> {
+    ) -> Result<(*const (), bool), ResolveError> {
+        if ticket_tag == 0 {
+            return Err(ResolveError::Unknown); // no ticket ever has tag 0
+        }
         let slot = self.get(index).ok_or(ResolveError::Unknown)?;
         // Acquire: pairs with the sender's Release publish.
         let mut current = slot.state.load(Ordering::Acquire);
@@ -373,6 +368,11 @@ impl<O> Slab<O> {
                 return Err(ResolveError::AlreadyResolved);
             }
             let held = current & HELD != 0;
+            // Relaxed: ordered by the Acquire load of `state` that saw this
+            // record LIVE. Read before the CAS: once a held slot is resolved,
+            // its holder may free and reuse it at once. The CAS from
+            // LIVE(tag) proves the read belongs to this record.
+            let generation = slot.generation.load(Ordering::Relaxed);
             let next = match (held, outcome) {
                 (false, _) => current & !STATUS, // FREE, same tag
                 (true, Outcome::Ack) => (current & !STATUS) | ACKED,
@@ -386,7 +386,7 @@ impl<O> Slab<O> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok((slot, !held)),
+                Ok(_) => return Ok((generation, !held)),
                 Err(seen) => current = seen,
             }
         }
@@ -513,6 +513,10 @@ mod tests {
         slab.publish(i);
         assert_eq!(slab.status_of(i), Some((tag, LIVE, true)));
         let (_, freed) = slab.resolve(i, tag, Outcome::Ack).unwrap();
+        assert_eq!(
+            slab.resolve(i, 0, Outcome::Ack).err(),
+            Some(ResolveError::Unknown)
+        );
         assert!(!freed);
         assert_eq!(slab.status_of(i), Some((tag, ACKED, true)));
         assert_eq!(

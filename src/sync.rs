@@ -180,24 +180,65 @@ mod imp {
         loom::thread::yield_now();
     }
 
-    /// Stand-in for arc-swap, which loom cannot see: same semantics, built on
-    /// a loom `Mutex` so that every load and replacement is a modelled step.
-    pub(crate) struct ArcCell<T>(loom::sync::Mutex<Arc<T>>);
+    /// Stand-in for arc-swap, which loom cannot see: a loom `AtomicPtr` to
+    /// the current snapshot. Readers do one Acquire load, as with arc-swap's
+    /// fast path; writers replace the pointer by CAS. Replaced snapshots are
+    /// kept until the cell drops (readers may still hold them), which is
+    /// fine for a model's handful of updates.
+    pub(crate) struct ArcCell<T> {
+        current: AtomicPtr<T>,
+        retired: loom::sync::Mutex<Vec<Box<T>>>,
+    }
 
     impl<T> ArcCell<T> {
         pub(crate) fn new(value: T) -> Self {
-            Self(loom::sync::Mutex::new(Arc::new(value)))
+            Self {
+                current: AtomicPtr::new(Box::into_raw(Box::new(value))),
+                retired: loom::sync::Mutex::new(Vec::new()),
+            }
         }
 
-        pub(crate) fn load(&self) -> Arc<T> {
-            self.0.lock().unwrap().clone()
+        pub(crate) fn load(&self) -> &T {
+            // Acquire: pairs with the Release CAS that published the snapshot.
+            let current = self.current.load(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: snapshots are freed only when the cell drops.
+            unsafe { &*current }
         }
 
         pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) {
-            let mut current = self.0.lock().unwrap();
-            if let Some(next) = f(&current) {
-                *current = Arc::new(next);
+            loop {
+                // Acquire: as in `load`.
+                let current = self.current.load(std::sync::atomic::Ordering::Acquire);
+                // SAFETY: as in `load`.
+                let Some(next) = f(unsafe { &*current }) else {
+                    return;
+                };
+                let next = Box::into_raw(Box::new(next));
+                // AcqRel: Release publishes the new snapshot.
+                match self.current.compare_exchange(
+                    current,
+                    next,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        // SAFETY: unlinked; kept alive until the cell drops.
+                        let old = unsafe { Box::from_raw(current) };
+                        self.retired.lock().unwrap().push(old);
+                        return;
+                    }
+                    // SAFETY: never published.
+                    Err(_) => drop(unsafe { Box::from_raw(next) }),
+                }
             }
+        }
+    }
+
+    impl<T> Drop for ArcCell<T> {
+        fn drop(&mut self) {
+            let current = self.current.load(std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: `&mut self`; the last snapshot is owned by the cell.
+            drop(unsafe { Box::from_raw(current) });
         }
     }
 
@@ -233,6 +274,25 @@ pub(crate) use std::sync::atomic::Ordering;
 /// is built with `--cfg crossbeam_loom` and its `loom` feature.
 pub(crate) mod epoch {
     pub(crate) use crossbeam_epoch::{pin, unprotected, Atomic, Guard, Owned, Shared};
+}
+
+/// A random starting tag for a tracker's slots, so that two trackers whose
+/// 8-bit ids collide still issue different tickets (see `ticket`). Fixed
+/// under loom, whose executions must be deterministic.
+pub(crate) fn tag_seed() -> u32 {
+    #[cfg(not(loom))]
+    {
+        use std::hash::{BuildHasher, Hasher};
+        // `RandomState` is seeded from the OS once per process and then
+        // varies per instance: enough to tell trackers apart.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(u64::from(next_tracker_id()));
+        hasher.finish() as u32
+    }
+    #[cfg(loom)]
+    {
+        0
+    }
 }
 
 /// Hands out tracker ids for raw tickets. Not part of any model: ids only

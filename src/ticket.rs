@@ -11,14 +11,17 @@
 //! - **tracker id**: which tracker issued the ticket (the low 8 bits of a
 //!   process-wide counter). A ticket handed to another tracker fails with
 //!   [`ResolveError::ForeignTracker`](crate::ResolveError::ForeignTracker)
-//!   unless the two ids collide (one pair in 256); then the slot/tag check
-//!   below still applies, so a foreign ticket can only resolve a record whose
-//!   slot index *and* 32-bit tag it happens to match.
+//!   unless the two ids are equal, which happens when 256 trackers were
+//!   created in between. Then the tag check below still rejects it: each
+//!   tracker starts its slots' tags at its own random value, so a foreign
+//!   ticket matches a live record only if its 32-bit tag happens to equal
+//!   that slot's, about one chance in four billion.
 //! - **slot index**: where the record lives; at most 2^24 − 1 slots exist per
 //!   tracker.
-//! - **tag**: the slot's use count when the record was sent. Every reuse of a
-//!   slot takes the next tag (skipping 0, so no ticket has tag 0 and the raw
-//!   value 0 is never valid).
+//! - **tag**: the slot's use count when the record was sent, counted from
+//!   the tracker's random starting tag. Every reuse of a slot takes the next
+//!   tag (skipping 0, so no ticket has tag 0 and the raw value 0 is never
+//!   valid).
 //!
 //! ABA bound: a ticket that was already resolved is rejected as long as its
 //! slot has been reused fewer than 2^32 − 1 times since. Only a ticket kept

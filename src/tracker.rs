@@ -53,6 +53,9 @@ pub struct Tracker<P, O> {
     id: u8,
     /// The bound on records in flight; `None` for an unbounded tracker.
     capacity: Option<usize>,
+    /// The entry number at which a send rolls its generation over
+    /// ([`ROLLOVER`]; smaller in unit tests, to reach it).
+    rollover: u32,
     /// Records in flight, counted only when `capacity` is set.
     permits: AtomicUsize,
     pub(crate) slots: Slab<O>,
@@ -122,6 +125,7 @@ where
         Self {
             id: crate::sync::next_tracker_id(),
             capacity,
+            rollover: ROLLOVER,
             permits: AtomicUsize::new(0),
             slots: Slab::new(),
             partitions: Partitions::new(),
@@ -158,13 +162,14 @@ where
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(partition, offset));
         }
+        // The partition first: user code (`Hash`, `Eq`, `Clone`) runs here,
+        // and a panic in it must not leak a permit.
+        let Some(number) = self.partitions.number(&partition) else {
+            return Err(SendError::Full(partition, offset));
+        };
         if !self.take_permit() {
             return Err(SendError::Full(partition, offset));
         }
-        let Some(number) = self.partitions.number(&partition) else {
-            self.return_permit();
-            return Err(SendError::Full(partition, offset));
-        };
         let Some(index) = self.slots.alloc() else {
             self.return_permit();
             return Err(SendError::Full(partition, offset));
@@ -200,7 +205,7 @@ where
         }
         self.slots.publish(index);
 
-        if entry >= ROLLOVER && (entry - ROLLOVER) % ROLLOVER_RETRY == 0 {
+        if entry >= self.rollover && (entry - self.rollover) % ROLLOVER_RETRY == 0 {
             self.roll_over(generation, &guard);
         }
         Ok(Ticket::new(self.id, index, tag))
@@ -216,6 +221,10 @@ where
             // SAFETY: `open` is never null, and a generation is destroyed
             // only through `defer_destroy`, after our guard is released.
             let generation = unsafe { open.deref() };
+            // Unit tests widen the window between loading `open` and
+            // entering it (a send that may find its generation sealed).
+            #[cfg(all(test, not(loom)))]
+            std::thread::yield_now();
             match generation.enter() {
                 Some(entry) => return (generation, entry),
                 None => {
@@ -255,6 +264,10 @@ where
                     Ordering::Acquire,
                     guard,
                 );
+                // Unit tests widen the window in which `current` is no longer
+                // open but not yet sealed, so the stress tests reach it.
+                #[cfg(all(test, not(loom)))]
+                std::thread::yield_now();
                 generation.seal();
                 true
             }
@@ -350,12 +363,12 @@ where
         if ticket.tracker != self.id {
             return Err(ResolveError::ForeignTracker);
         }
-        let (slot, freed) = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
-        // SAFETY: we won the slot's resolution CAS (Acquire), so the sender's
-        // generation pointer is visible and the slot cannot be reused before
-        // we recycle it; the generation is alive because this record still
-        // counts in its `live` until our `leave` below.
-        let generation = unsafe { &*(slot.generation() as *const Generation) };
+        let (generation, freed) = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
+        // SAFETY: `resolve` read the pointer while the record was LIVE and
+        // its CAS proved it is this record's generation. The generation is
+        // alive: this record still counts in its `live` until our `leave`
+        // below, and a generation is freed only after its `live` reached zero.
+        let generation = unsafe { &*(generation as *const Generation) };
         if outcome == Outcome::Fail {
             generation.add_failed();
         }
@@ -404,6 +417,22 @@ where
                 break open;
             }
         };
+        // A generation sealed by a rollover gets its successor before its
+        // SEALED bit (the sealer moves `open` first), so a late send could
+        // still enter it and its last `leave` would not wake us. Set SEALED
+        // on every covered generation now (idempotent): from here on none of
+        // them admits a record, and each one's last `leave` wakes the flusher.
+        // Acquire: see the generations' initialisation.
+        let mut current = self.oldest.load(Ordering::Acquire, &guard);
+        while current != upto {
+            // SAFETY: the generations from `oldest` to `upto` are in the
+            // chain, and only the flush, which this call now owns, unlinks
+            // them.
+            let generation = unsafe { current.deref() };
+            generation.seal();
+            // Acquire: see the next generation's initialisation.
+            current = generation.next.load(Ordering::Acquire, &guard);
+        }
         Ok(Flush::new(self, upto.as_raw() as usize))
     }
 
@@ -584,5 +613,99 @@ impl<P, O> Drop for Tracker<P, O> {
             current = owned.next.load(Ordering::Relaxed, guard);
             drop(owned);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    fn with_rollover(rollover: u32) -> Tracker<u32, u64> {
+        let mut tracker = Tracker::new();
+        tracker.rollover = rollover;
+        tracker
+    }
+
+    #[test]
+    fn rollover_seals_without_losing_or_uncovering_records() {
+        let tracker = with_rollover(4);
+        let tickets: Vec<_> = (0..10).map(|o| tracker.send(0, o).unwrap()).collect();
+        assert_eq!(tracker.in_flight(), 10);
+        let mut flush = tracker.begin_flush().unwrap();
+        assert_eq!(flush.pending(), 10, "rolled-over generations are covered");
+        for ticket in tickets {
+            tracker.ack(ticket).unwrap();
+        }
+        assert_eq!(flush.wait(Duration::ZERO).unwrap()[&0], 9);
+        flush.commit().unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    }
+
+    /// Rollovers racing sends, out-of-order acks and flushes from several
+    /// threads: every flush completes (a stall would surface as a timeout
+    /// after a minute), no offset is returned while an earlier record of its
+    /// partition is unacked, and the final flush returns each last offset.
+    #[test]
+    fn rollovers_racing_flushes_lose_nothing() {
+        const SENDS: u64 = 20_000;
+        const WINDOW: usize = 8;
+        let senders = 3;
+        let tracker = with_rollover(3);
+        let finished = AtomicUsize::new(0);
+        // Offsets sent and not yet (about to be) acked, per partition. The
+        // test may lock; the tracker may not.
+        let unacked: Vec<_> = (0..senders)
+            .map(|_| std::sync::Mutex::new(std::collections::BTreeSet::new()))
+            .collect();
+        std::thread::scope(|s| {
+            for p in 0..senders {
+                let (tracker, finished, unacked) = (&tracker, &finished, &unacked);
+                s.spawn(move || {
+                    let mut window = Vec::with_capacity(WINDOW);
+                    let mut rng = 0x2545_f491_4f6c_dd1d_u64 ^ u64::from(p);
+                    for offset in 0..SENDS {
+                        unacked[p as usize].lock().unwrap().insert(offset);
+                        window.push((offset, tracker.send(p, offset).unwrap()));
+                        if window.len() == WINDOW || offset == SENDS - 1 {
+                            while !window.is_empty() {
+                                rng ^= rng << 13;
+                                rng ^= rng >> 7;
+                                rng ^= rng << 17;
+                                let i = (rng % window.len() as u64) as usize;
+                                let (acked, ticket) = window.swap_remove(i);
+                                unacked[p as usize].lock().unwrap().remove(&acked);
+                                tracker.ack(ticket).unwrap();
+                            }
+                        }
+                    }
+                    // Release: the sends above happen before the committer's
+                    // last flush.
+                    finished.fetch_add(1, Ordering::Release);
+                });
+            }
+            let mut last: HashMap<u32, u64> = HashMap::new();
+            // Acquire: pairs with the senders' Release.
+            while finished.load(Ordering::Acquire) < senders as usize {
+                let mut flush = tracker.begin_flush().unwrap();
+                let offsets = flush.wait(Duration::from_secs(60)).unwrap();
+                for (&p, &o) in &offsets {
+                    let oldest = unacked[p as usize].lock().unwrap().first().copied();
+                    assert!(
+                        oldest.is_none_or(|oldest| oldest > o),
+                        "partition {p}: offset {o} returned while {oldest:?} is unacked"
+                    );
+                }
+                flush.commit().unwrap();
+                last.extend(offsets);
+            }
+            let mut flush = tracker.begin_flush().unwrap();
+            last.extend(flush.wait(Duration::ZERO).unwrap());
+            for p in 0..senders {
+                assert_eq!(last[&p], SENDS - 1, "partition {p}");
+            }
+        });
+        assert_eq!(tracker.in_flight(), 0);
     }
 }

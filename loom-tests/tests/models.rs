@@ -461,3 +461,55 @@ fn same_partition_sends_vs_seal_latest_covered_wins() {
         }
     });
 }
+
+/// 15. An ack of a record whose slot is held for its offset races a newer
+/// send that releases that hold (freeing the slot) and a send that reuses
+/// the slot in the next generation: the ack is counted in its own
+/// generation, and the flush covering it completes.
+#[test]
+fn ack_of_held_record_vs_release_and_reuse() {
+    run_model("ack_of_held_record_vs_release_and_reuse", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let first = tracker.send("p", off(1)).unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack(first).unwrap());
+        let second = tracker.send("p", off(2)).unwrap(); // releases first's hold
+        let mut flush = tracker.begin_flush().unwrap(); // covers 1 and 2
+        let third = tracker.send("q", off(3)).unwrap(); // may reuse first's slot
+        acker.join().unwrap();
+        tracker.ack(second).unwrap();
+        assert_eq!(plain(flush.wait(FOREVER).unwrap()), vec![("p", 2)]);
+        flush.commit().unwrap();
+        tracker.ack(third).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// 16. A send that rolls its generation over (under loom every third send of
+/// a generation does) races `begin_flush`: every record stays counted, the
+/// flush covers exactly the records sent before its seal, and it completes.
+#[test]
+fn rollover_vs_begin_flush() {
+    run_model("rollover_vs_begin_flush", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let a = tracker.send("p", off(1)).unwrap();
+        let b = tracker.send("p", off(2)).unwrap();
+        let t2 = tracker.clone();
+        // The third send of the generation rolls it over.
+        let sender = thread::spawn(move || t2.send("p", off(3)).unwrap());
+        let mut flush = tracker.begin_flush().unwrap();
+        let c = sender.join().unwrap();
+        assert_eq!(tracker.in_flight(), 3);
+        let covered = flush.pending();
+        assert!(covered == 2 || covered == 3, "{covered} covered");
+        tracker.ack(a).unwrap();
+        tracker.ack(b).unwrap();
+        tracker.ack(c).unwrap();
+        let expected = if covered == 3 { 3 } else { 2 };
+        assert_eq!(plain(flush.wait(FOREVER).unwrap()), vec![("p", expected)]);
+        flush.commit().unwrap();
+        let mut next = tracker.begin_flush().unwrap();
+        let rest = plain(next.wait(Duration::ZERO).unwrap());
+        assert_eq!(rest, if covered == 3 { vec![] } else { vec![("p", 3)] });
+    });
+}
