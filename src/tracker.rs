@@ -183,9 +183,11 @@ where
 
         // Acquire: pairs with `close`'s Release store. Either this record's
         // `enter` precedes the seal of a flush begun after `close()` (so that
-        // flush covers it), or it follows it, in which case `enter` acquired
-        // from the seal, which happens after `close()`, and this load sees
-        // the close. So a final flush covers every accepted record.
+        // flush covers it), or this send acquired what the sealer did before
+        // sealing, the close included: through the seal's RMW if it entered
+        // the sealed generation and backed out, or through the Release CAS
+        // that published the newer `open` it loaded. Then this load sees the
+        // close. So a final flush covers every accepted record.
         if self.closed.load(Ordering::Acquire) {
             if generation.leave() {
                 self.waiter.wake();
@@ -453,10 +455,9 @@ where
     /// ```
     pub fn interrupt(&self) {
         // Release: the flag is published; `wake`'s SeqCst fence then makes
-        // this write and the waiter's registration a Dekker pair. A swap, not
-        // a store: as an RMW it is ordered after every earlier swap by
-        // `take_interrupt`, so the interrupt can never be overwritten by a
-        // stale "consumed".
+        // this write and the waiter's registration a Dekker pair. A swap
+        // rather than a store only for loom, which orders a plain store
+        // racing `take_interrupt`'s swaps more weakly than C++ does.
         self.interrupted.swap(true, Ordering::Release);
         self.waiter.wake();
     }

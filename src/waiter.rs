@@ -54,8 +54,9 @@ impl Waiter {
     /// Stops being woken.
     pub(crate) fn unregister(&self) {
         let guard = epoch::pin();
-        // AcqRel: nothing is published through the handle itself.
-        let old = self.thread.swap(Shared::null(), Ordering::AcqRel, &guard);
+        // Relaxed: only this thread stores handles while it waits, so the
+        // swap returns our own handle; wakers reach it under their guards.
+        let old = self.thread.swap(Shared::null(), Ordering::Relaxed, &guard);
         if !old.is_null() {
             // SAFETY: as in `register`.
             unsafe { guard.defer_destroy(old) };
