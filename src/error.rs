@@ -27,6 +27,13 @@ pub enum SendError<P, O> {
 
 impl<P, O> SendError<P, O> {
     /// The refused record, `(partition, offset)`.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// tracker.close();
+    /// let err = tracker.send("p", String::from("offset-7")).unwrap_err();
+    /// assert_eq!(err.into_inner(), ("p", String::from("offset-7")));
+    /// ```
     pub fn into_inner(self) -> (P, O) {
         match self {
             SendError::Full(p, o) | SendError::Closed(p, o) => (p, o),
@@ -57,6 +64,16 @@ impl<P, O> fmt::Display for SendError<P, O> {
 impl<P, O> std::error::Error for SendError<P, O> {}
 
 /// Why a ticket could not be resolved. In every case nothing changed.
+///
+/// ```
+/// use inflight::{ResolveError, Tracker};
+/// let tracker = Tracker::new();
+/// let raw = tracker.send("p", 1_u64).unwrap().into_raw();
+/// tracker.ack_raw(raw).unwrap();
+/// assert_eq!(tracker.ack_raw(raw), Err(ResolveError::AlreadyResolved));
+/// let other = Tracker::<&str, u64>::new();
+/// assert_eq!(other.ack_raw(raw), Err(ResolveError::ForeignTracker));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResolveError {
     /// The ticket names no record this tracker issued: a forged raw value,
@@ -83,6 +100,13 @@ impl std::error::Error for ResolveError {}
 
 /// Why [`Tracker::begin_flush`](crate::Tracker::begin_flush) could not start
 /// a flush.
+///
+/// ```
+/// use inflight::{BeginFlushError, Tracker};
+/// let tracker = Tracker::<u8, u8>::new();
+/// let _flush = tracker.begin_flush().unwrap();
+/// assert_eq!(tracker.begin_flush().err(), Some(BeginFlushError::InProgress));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BeginFlushError {
     /// Another [`Flush`](crate::Flush) is alive; commit, abort or drop it first.
@@ -98,6 +122,20 @@ impl fmt::Display for BeginFlushError {
 impl std::error::Error for BeginFlushError {}
 
 /// Why a flush did not produce offsets.
+///
+/// ```
+/// use std::time::Duration;
+/// use inflight::{FlushError, Tracker};
+/// let tracker = Tracker::new();
+/// let ticket = tracker.send("p", 1_u64).unwrap();
+/// let mut flush = tracker.begin_flush().unwrap();
+/// match flush.wait(Duration::from_millis(10)) {
+///     Err(FlushError::Timeout { pending }) => assert_eq!(pending, 1),
+///     other => panic!("expected a timeout, got {other:?}"),
+/// }
+/// flush.abort(); // the next flush covers the record again
+/// # tracker.ack(ticket).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FlushError {
     /// The deadline passed with `pending` covered records still unresolved.

@@ -10,15 +10,20 @@
 //!
 //! - `arc-swap` is invisible to loom. The partition index uses it only to
 //!   publish an immutable snapshot (load a pointer, rarely replace it), so
-//!   under loom a [`ArcCell`] built from a loom `Mutex<Arc<T>>` stands in. The
-//!   stand-in has the same load/replace semantics; what is left unmodelled is
-//!   arc-swap's own internals, which its authors test separately.
-//! - Timeouts. Loom has no clock, so [`park_timeout`] parks until unparked and
-//!   a deadline is never what ends a wait; timeouts are tested with std
-//!   threads instead.
+//!   under loom an `ArcCell` built on a loom `AtomicPtr` stands in: one
+//!   Acquire load to read, a CAS to replace. It has the same load/replace
+//!   semantics; what is left unmodelled is arc-swap's own internals, which
+//!   its authors test separately.
+//! - Timeouts. Loom has no clock, so `Parker::park_timeout` parks until
+//!   unparked and a deadline is never what ends a wait; timeouts are tested
+//!   with std threads instead.
 //! - Free-list sharding. Under loom there is a single free-list shard, which
 //!   keeps the state space small; the shard a thread uses never affects
 //!   correctness, only contention.
+//! - Randomness and constants: tags start at 0 rather than at a random
+//!   value (loom needs deterministic executions), a waiting flush does not
+//!   spin before parking, and a generation rolls over at its third send
+//!   rather than its 2^30th, so that the models reach rollovers.
 
 #[cfg(not(loom))]
 mod imp {

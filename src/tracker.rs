@@ -493,6 +493,13 @@ where
     }
 
     /// Whether [`close`](Self::close) was called.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::<u8, u8>::new();
+    /// assert!(!tracker.is_closed());
+    /// tracker.close();
+    /// assert!(tracker.is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         // Acquire: a reader that sees the close also sees what preceded it.
         self.closed.load(Ordering::Acquire)
@@ -526,6 +533,12 @@ where
 
     /// The capacity given to [`with_capacity`](Self::with_capacity), or
     /// `None` for an unbounded tracker.
+    ///
+    /// ```
+    /// use inflight::Tracker;
+    /// assert_eq!(Tracker::<u8, u8>::with_capacity(8).capacity(), Some(8));
+    /// assert_eq!(Tracker::<u8, u8>::new().capacity(), None);
+    /// ```
     pub fn capacity(&self) -> Option<usize> {
         self.capacity
     }
@@ -563,6 +576,15 @@ where
     /// How many distinct partitions the tracker has seen. A tracker holds at
     /// most 16,777,200; a send of a partition beyond that returns
     /// [`SendError::Full`].
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let a = tracker.send("a", 1_u8).unwrap();
+    /// let b = tracker.send("b", 1_u8).unwrap();
+    /// let c = tracker.send("a", 2_u8).unwrap();
+    /// assert_eq!(tracker.partitions(), 2);
+    /// # for t in [a, b, c] { tracker.ack(t).unwrap(); }
+    /// ```
     pub fn partitions(&self) -> usize {
         self.partitions.with_keys(|keys| keys.len())
     }
