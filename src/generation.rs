@@ -38,7 +38,7 @@
 //! holding `16 << k` cells, allocated on first use.
 
 use crate::sync::epoch::Atomic;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, LeakCheck, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
 
 const LIVE_MASK: u64 = (1 << 31) - 1;
 const SEALED: u64 = 1 << 31;
@@ -66,8 +66,10 @@ pub(crate) enum Install {
 }
 
 pub(crate) struct Generation {
-    /// `entries | SEALED | live`; see the module docs.
-    state: AtomicU64,
+    /// `entries | SEALED | live`; see the module docs. Every send and
+    /// resolution writes it, so it gets a cache line of its own, away from
+    /// the read-mostly fields below.
+    state: CachePadded<AtomicU64>,
     /// Records of this generation resolved by `fail`.
     failed: AtomicUsize,
     /// The generation opened when this one was sealed; null while open.
@@ -88,7 +90,7 @@ fn locate(partition: usize) -> (usize, usize) {
 impl Generation {
     pub(crate) fn new() -> Self {
         Self {
-            state: AtomicU64::new(0),
+            state: CachePadded::new(AtomicU64::new(0)),
             failed: AtomicUsize::new(0),
             next: Atomic::null(),
             cells: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
