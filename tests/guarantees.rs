@@ -21,27 +21,8 @@ const FOREVER: Duration = Duration::from_secs(3600);
 /// be, by a thread that does not wait on anything).
 const GENEROUS: Duration = Duration::from_secs(30);
 
-/// A tiny deterministic PRNG (xorshift64*), so tests need no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 /// The tracker id of a raw ticket (`tracker:8 | slot:24 | tag:32`, as
 /// documented in `Ticket` / IMPLEMENTATION.md).

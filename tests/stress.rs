@@ -37,27 +37,8 @@ const ACKERS: usize = 2;
 /// How many tickets an acker holds back and shuffles.
 const ACK_BUFFER: usize = 16;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 /// A stream is one sender's sequence of records to one partition: its own
 /// partitions (`k < OWN`) and its share of the shared one (`k == OWN`).
