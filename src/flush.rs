@@ -175,19 +175,17 @@ where
             });
         }
         let slots = &self.tracker.slots;
-        let offsets = self.tracker.partitions.with_keys(|keys| {
-            let mut offsets = HashMap::with_capacity(keys.len());
-            for (number, &slot) in carry.slots.iter().enumerate() {
-                let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
-                if let (Some(slot), Some(partition)) = (slot, keys.get(number)) {
-                    // SAFETY: the carry holds this slot, so it keeps its value
-                    // until the carry releases it, which only this flush does.
-                    let offset = unsafe { slot.value() };
-                    offsets.insert(partition.clone(), offset.clone());
-                }
+        let partitions = &self.tracker.partitions;
+        let mut offsets = HashMap::with_capacity(carry.slots.iter().filter(|&&s| s != 0).count());
+        for (number, &slot) in carry.slots.iter().enumerate() {
+            let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
+            if let (Some(slot), Some(partition)) = (slot, partitions.key(number)) {
+                // SAFETY: the carry holds this slot, so it keeps its value
+                // until the carry releases it, which only this flush does.
+                let offset = unsafe { slot.value() };
+                offsets.insert(partition.clone(), offset.clone());
             }
-            offsets
-        });
+        }
         // Only once the offsets are in hand: a panicking `Clone` must not
         // leave a flush that commits offsets it never returned.
         self.phase = Phase::Ready;

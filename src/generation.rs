@@ -34,11 +34,12 @@
 //! `entry << 32 | (slot + 1)`, 0 when empty. A send installs itself with a
 //! CAS if it is newer than the cell and drops the hold on the record it
 //! displaced, so each generation holds at most one slot per partition: the
-//! one whose offset a flush will return. Cells are paged like slots, page `k`
+//! one whose offset a flush will return. Cells live in [`Pages`], page `k`
 //! holding `16 << k` cells, allocated on first use.
 
+use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
 
 const LIVE_MASK: u64 = (1 << 31) - 1;
 const SEALED: u64 = 1 << 31;
@@ -51,11 +52,10 @@ const ENTER: u64 = (1 << 32) | 1;
 pub(crate) const ROLLOVER: u32 = if cfg!(loom) { 2 } else { 1 << 30 };
 pub(crate) const ROLLOVER_RETRY: u32 = 1 << 16;
 
-const FIRST_CELL_PAGE: usize = 16;
-const FIRST_CELL_PAGE_SHIFT: u32 = FIRST_CELL_PAGE.trailing_zeros();
-const CELL_PAGES: usize = 20;
+/// Partition cells: page `k` holds `16 << k` of them.
+type Cells = Pages<AtomicU64, 16, 20>;
 /// The number of distinct partitions a tracker can hold cells for.
-pub(crate) const MAX_PARTITIONS: usize = FIRST_CELL_PAGE * ((1 << CELL_PAGES) - 1);
+pub(crate) const MAX_PARTITIONS: usize = Cells::CAPACITY;
 
 /// Result of a send trying to take its partition's cell.
 pub(crate) enum Install {
@@ -74,17 +74,10 @@ pub(crate) struct Generation {
     failed: AtomicUsize,
     /// The generation opened when this one was sealed; null while open.
     pub(crate) next: Atomic<Generation>,
-    /// Pages of partition cells.
-    cells: [AtomicPtr<AtomicU64>; CELL_PAGES],
+    /// Partition cells, by partition number.
+    cells: Cells,
     /// Under loom, reports a generation that is never freed.
     _leak_check: LeakCheck,
-}
-
-#[inline]
-fn locate(partition: usize) -> (usize, usize) {
-    let x = partition + FIRST_CELL_PAGE;
-    let page = (usize::BITS - 1 - x.leading_zeros() - FIRST_CELL_PAGE_SHIFT) as usize;
-    (page, x - (FIRST_CELL_PAGE << page))
 }
 
 impl Generation {
@@ -93,7 +86,7 @@ impl Generation {
             state: CachePadded::new(AtomicU64::new(0)),
             failed: AtomicUsize::new(0),
             next: Atomic::null(),
-            cells: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            cells: Pages::new(),
             _leak_check: LeakCheck::new(),
         }
     }
@@ -175,41 +168,12 @@ impl Generation {
         self.failed.load(Ordering::Relaxed)
     }
 
-    fn cell(&self, partition: usize) -> &AtomicU64 {
-        let (page, offset) = locate(partition);
-        // Acquire: pairs with the Release CAS that installed the page.
-        let mut base = self.cells[page].load(Ordering::Acquire);
-        if base.is_null() {
-            let len = FIRST_CELL_PAGE << page;
-            let fresh: Box<[AtomicU64]> = (0..len).map(|_| AtomicU64::new(0)).collect();
-            let fresh = Box::into_raw(fresh) as *mut AtomicU64;
-            // AcqRel: Release publishes the zeroed cells; Acquire (both
-            // outcomes) sees the winner's.
-            match self.cells[page].compare_exchange(
-                std::ptr::null_mut(),
-                fresh,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => base = fresh,
-                Err(winner) => {
-                    // SAFETY: `fresh` is our own unshared allocation of `len` cells.
-                    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
-                    base = winner;
-                }
-            }
-        }
-        // SAFETY: `base` points at a live page of `FIRST_CELL_PAGE << page`
-        // cells, owned by this generation, and `offset` is in range.
-        unsafe { &*base.add(offset) }
-    }
-
     /// Makes the record (`entry`, `slot`) its partition's latest, unless a
     /// newer one got there first. The caller's record is in this generation
     /// and unresolved, so the generation cannot be folded meanwhile.
     pub(crate) fn install(&self, partition: usize, entry: u32, slot: usize) -> Install {
         debug_assert!(partition < MAX_PARTITIONS);
-        let cell = self.cell(partition);
+        let cell = self.cells.get_or_alloc(partition, || AtomicU64::new(0));
         let mine = (u64::from(entry) << 32) | (slot as u64 + 1);
         // Acquire: see the state of the slot we may displace.
         let mut current = cell.load(Ordering::Acquire);
@@ -233,39 +197,14 @@ impl Generation {
     /// Calls `f(partition, slot)` for every cell that holds a record. Only
     /// for a sealed generation with no live records, whose cells are final.
     pub(crate) fn for_each_cell(&self, mut f: impl FnMut(usize, usize)) {
-        for (page, base) in self.cells.iter().enumerate() {
-            // Acquire: pairs with the page's installing CAS.
-            let base = base.load(Ordering::Acquire);
-            if base.is_null() {
-                continue;
+        self.cells.for_each(|partition, cell| {
+            // Relaxed: the caller's Acquire read of `live` == 0 ordered every
+            // install before this read.
+            let value = cell.load(Ordering::Relaxed);
+            if value != 0 {
+                f(partition, (value & 0xffff_ffff) as usize - 1);
             }
-            let first = FIRST_CELL_PAGE * ((1 << page) - 1);
-            for offset in 0..FIRST_CELL_PAGE << page {
-                // SAFETY: as in `cell`: a live page, `offset` in range.
-                let cell = unsafe { &*base.add(offset) };
-                // Relaxed: the caller's Acquire read of `live` == 0 ordered
-                // every install before this read.
-                let value = cell.load(Ordering::Relaxed);
-                if value != 0 {
-                    f(first + offset, (value & 0xffff_ffff) as usize - 1);
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Generation {
-    fn drop(&mut self) {
-        for (page, base) in self.cells.iter_mut().enumerate() {
-            // Relaxed: `&mut self`, no other thread can reach the generation.
-            let base = base.load(Ordering::Relaxed);
-            if !base.is_null() {
-                let len = FIRST_CELL_PAGE << page;
-                // SAFETY: installed from `Box::into_raw` of `len` cells and
-                // owned by this generation, which is being dropped.
-                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) });
-            }
-        }
+        });
     }
 }
 

@@ -78,6 +78,7 @@
 mod error;
 mod flush;
 mod generation;
+mod pages;
 mod partition;
 mod slab;
 mod sync;

@@ -7,10 +7,11 @@
 //!
 //! # Pages
 //!
-//! Page `k` holds `32 << k` slots and is allocated the first time an index in
-//! it is handed out; pages are kept for the life of the slab, so a slot
-//! reference never dangles and a raw ticket can be checked against any index
-//! without a guard. Twenty pages cover [`MAX_SLOTS`].
+//! Slots live in [`Pages`]: page `k` holds `32 << k` slots and is allocated
+//! the first time an index in it is handed out; pages are kept for the life
+//! of the slab, so a slot reference never dangles and a raw ticket can be
+//! checked against any index without a guard. Twenty pages cover
+//! [`MAX_SLOTS`].
 //!
 //! # The state word
 //!
@@ -48,6 +49,7 @@
 //! others only when its own is empty, so a thread that sends and acks its own
 //! records touches no shared free list.
 
+use crate::pages::Pages;
 use crate::sync::{
     thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell,
     FREE_SHARDS,
@@ -55,10 +57,6 @@ use crate::sync::{
 use crate::ticket::MAX_SLOTS;
 use crate::ResolveError;
 use std::mem::MaybeUninit;
-
-const FIRST_PAGE: usize = 32;
-const FIRST_PAGE_SHIFT: u32 = FIRST_PAGE.trailing_zeros();
-const PAGES: usize = 20;
 
 pub(crate) const FREE: u64 = 0;
 pub(crate) const LIVE: u64 = 1;
@@ -123,7 +121,7 @@ impl<O> Slot<O> {
 
 /// Pages of slots plus their free lists.
 pub(crate) struct Slab<O> {
-    pages: [AtomicPtr<Slot<O>>; PAGES],
+    slots: Pages<Slot<O>, 32, 20>,
     /// Slots ever handed out; indices below it may be in use.
     next_unused: AtomicUsize,
     /// Treiber stack heads: `version << 32 | (index + 1)`, 0 when empty.
@@ -132,18 +130,10 @@ pub(crate) struct Slab<O> {
     first_tag: u32,
 }
 
-/// Page number and offset in the page of a slot index.
-#[inline]
-fn locate(index: usize) -> (usize, usize) {
-    let x = index + FIRST_PAGE;
-    let page = (usize::BITS - 1 - x.leading_zeros() - FIRST_PAGE_SHIFT) as usize;
-    (page, x - (FIRST_PAGE << page))
-}
-
 impl<O> Slab<O> {
     pub(crate) fn new() -> Self {
         Self {
-            pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            slots: Pages::new(),
             next_unused: AtomicUsize::new(0),
             free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
             first_tag: crate::sync::tag_seed(),
@@ -153,20 +143,7 @@ impl<O> Slab<O> {
     /// The slot at `index`, if its page exists. Any index is safe to ask for.
     #[inline]
     pub(crate) fn get(&self, index: usize) -> Option<&Slot<O>> {
-        if index >= MAX_SLOTS {
-            return None;
-        }
-        let (page, offset) = locate(index);
-        // Acquire: pairs with the Release CAS that installed the page, so its
-        // initialised slots are visible.
-        let base = self.pages[page].load(Ordering::Acquire);
-        if base.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null page pointer came from a leaked boxed slice of
-        // `FIRST_PAGE << page` slots that lives as long as `self`, and
-        // `offset` is below that length by construction of `locate`.
-        Some(unsafe { &*base.add(offset) })
+        self.slots.get(index)
     }
 
     /// A slot known to exist (its index came from this slab).
@@ -208,28 +185,7 @@ impl<O> Slab<O> {
                 Err(seen) => next = seen,
             }
         }
-        let (page, _) = locate(next);
-        // Acquire: see a page another thread installed (pairs with the CAS).
-        if self.pages[page].load(Ordering::Acquire).is_null() {
-            let len = FIRST_PAGE << page;
-            let fresh: Box<[Slot<O>]> = (0..len).map(|_| Slot::new(self.first_tag)).collect();
-            let fresh = Box::into_raw(fresh) as *mut Slot<O>;
-            // Release: publishes the initialised slots with the pointer.
-            // Acquire (failure): see the winner's slots.
-            if self.pages[page]
-                .compare_exchange(
-                    std::ptr::null_mut(),
-                    fresh,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            {
-                // SAFETY: `fresh` came from `Box::into_raw` of a slice of
-                // `len` slots just above and was never shared.
-                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
-            }
-        }
+        self.slots.get_or_alloc(next, || Slot::new(self.first_tag));
         Some(next)
     }
 
@@ -460,42 +416,20 @@ fn classify_stale(slot_tag: u32, ticket_tag: u32) -> ResolveError {
 
 impl<O> Drop for Slab<O> {
     fn drop(&mut self) {
-        for (page, base) in self.pages.iter_mut().enumerate() {
-            // Relaxed: `&mut self`, so every other thread is done with the slab.
-            let base = base.load(Ordering::Relaxed);
-            if base.is_null() {
-                continue;
+        self.slots.for_each(|_, slot| {
+            // Relaxed: `&mut self`, so every other thread is done with us.
+            if status(slot.state.load(Ordering::Relaxed)) != FREE {
+                // SAFETY: a non-FREE slot holds an initialised value, and we
+                // are its last owner; the pages free the memory afterwards.
+                slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
             }
-            let len = FIRST_PAGE << page;
-            // SAFETY: installed from `Box::into_raw` of a `len`-slot slice;
-            // `&mut self` means no other thread can reach it any more.
-            let slots = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) };
-            for slot in slots.iter() {
-                let state = slot.state.load(Ordering::Acquire);
-                if status(state) != FREE {
-                    // SAFETY: a non-FREE slot holds an initialised value,
-                    // and we are its last owner.
-                    slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
-                }
-            }
-        }
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn locate_covers_pages_contiguously() {
-        assert_eq!(locate(0), (0, 0));
-        assert_eq!(locate(31), (0, 31));
-        assert_eq!(locate(32), (1, 0));
-        assert_eq!(locate(95), (1, 63));
-        assert_eq!(locate(96), (2, 0));
-        let (page, offset) = locate(MAX_SLOTS - 1);
-        assert!(page < PAGES && offset < FIRST_PAGE << page);
-    }
 
     #[test]
     fn stale_classification() {

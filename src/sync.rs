@@ -1,19 +1,14 @@
 //! The one door to shared memory.
 //!
 //! Every atomic, cell, shared pointer, epoch guard and parking call the crate
-//! makes goes through this module. In a normal build it re-exports `std`,
-//! `crossbeam-epoch` and `arc-swap`; under `--cfg loom` it re-exports loom's
-//! model-checked versions instead, so turning the model on cannot miss a file.
+//! makes goes through this module. In a normal build it re-exports `std` and
+//! `crossbeam-epoch`; under `--cfg loom` it re-exports loom's model-checked
+//! versions instead (and crossbeam-epoch becomes loom-aware with
+//! `--cfg crossbeam_loom`), so turning the model on cannot miss a file.
 //! No other module names `std::sync::atomic` or `loom`.
 //!
 //! What falls outside the model under `cfg(loom)`:
 //!
-//! - `arc-swap` is invisible to loom. The partition index uses it only to
-//!   publish an immutable snapshot (load a pointer, rarely replace it), so
-//!   under loom an `ArcCell` built on a loom `AtomicPtr` stands in: one
-//!   Acquire load to read, a CAS to replace. It has the same load/replace
-//!   semantics; what is left unmodelled is arc-swap's own internals, which
-//!   its authors test separately.
 //! - Timeouts. Loom has no clock, so `Parker::park_timeout` parks until
 //!   unparked and a deadline is never what ends a wait; timeouts are tested
 //!   with std threads instead.
@@ -30,7 +25,6 @@ mod imp {
     pub(crate) use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
     };
-    pub(crate) use std::sync::Arc;
 
     /// What a waker calls to end a park: the parked thread's handle.
     pub(crate) type Unparker = std::thread::Thread;
@@ -74,36 +68,6 @@ mod imp {
         #[inline(always)]
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
-        }
-    }
-
-    /// A shared, atomically replaceable `Arc<T>`: `arc-swap` in a normal build.
-    pub(crate) struct ArcCell<T>(arc_swap::ArcSwap<T>);
-
-    impl<T> ArcCell<T> {
-        pub(crate) fn new(value: T) -> Self {
-            Self(arc_swap::ArcSwap::from_pointee(value))
-        }
-
-        /// A snapshot of the current value. Lock-free.
-        #[inline]
-        pub(crate) fn load(&self) -> arc_swap::Guard<Arc<T>> {
-            self.0.load()
-        }
-
-        /// Replaces the value with `f(current)` unless `f` returns `None`,
-        /// retrying if another thread replaced it first. `f` may run more
-        /// than once. Lock-free: a retry means another update succeeded.
-        pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) {
-            let mut current = self.0.load_full();
-            loop {
-                let Some(next) = f(&current) else { return };
-                let previous = self.0.compare_and_swap(&current, Arc::new(next));
-                if Arc::ptr_eq(&previous, &current) {
-                    return;
-                }
-                current = arc_swap::Guard::into_inner(previous);
-            }
         }
     }
 
@@ -183,68 +147,6 @@ mod imp {
     /// Inside a spin, let loom schedule another thread.
     pub(crate) fn spin_hint() {
         loom::thread::yield_now();
-    }
-
-    /// Stand-in for arc-swap, which loom cannot see: a loom `AtomicPtr` to
-    /// the current snapshot. Readers do one Acquire load, as with arc-swap's
-    /// fast path; writers replace the pointer by CAS. Replaced snapshots are
-    /// kept until the cell drops (readers may still hold them), which is
-    /// fine for a model's handful of updates.
-    pub(crate) struct ArcCell<T> {
-        current: AtomicPtr<T>,
-        retired: loom::sync::Mutex<Vec<Box<T>>>,
-    }
-
-    impl<T> ArcCell<T> {
-        pub(crate) fn new(value: T) -> Self {
-            Self {
-                current: AtomicPtr::new(Box::into_raw(Box::new(value))),
-                retired: loom::sync::Mutex::new(Vec::new()),
-            }
-        }
-
-        pub(crate) fn load(&self) -> &T {
-            // Acquire: pairs with the Release CAS that published the snapshot.
-            let current = self.current.load(std::sync::atomic::Ordering::Acquire);
-            // SAFETY: snapshots are freed only when the cell drops.
-            unsafe { &*current }
-        }
-
-        pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) {
-            loop {
-                // Acquire: as in `load`.
-                let current = self.current.load(std::sync::atomic::Ordering::Acquire);
-                // SAFETY: as in `load`.
-                let Some(next) = f(unsafe { &*current }) else {
-                    return;
-                };
-                let next = Box::into_raw(Box::new(next));
-                // AcqRel: Release publishes the new snapshot.
-                match self.current.compare_exchange(
-                    current,
-                    next,
-                    std::sync::atomic::Ordering::AcqRel,
-                    std::sync::atomic::Ordering::Acquire,
-                ) {
-                    Ok(_) => {
-                        // SAFETY: unlinked; kept alive until the cell drops.
-                        let old = unsafe { Box::from_raw(current) };
-                        self.retired.lock().unwrap().push(old);
-                        return;
-                    }
-                    // SAFETY: never published.
-                    Err(_) => drop(unsafe { Box::from_raw(next) }),
-                }
-            }
-        }
-    }
-
-    impl<T> Drop for ArcCell<T> {
-        fn drop(&mut self) {
-            let current = self.current.load(std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: `&mut self`; the last snapshot is owned by the cell.
-            drop(unsafe { Box::from_raw(current) });
-        }
     }
 
     /// Under loom every thread shares one free-list shard.

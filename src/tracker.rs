@@ -162,9 +162,10 @@ where
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(partition, offset));
         }
+        let guard = epoch::pin();
         // The partition first: user code (`Hash`, `Eq`, `Clone`) runs here,
         // and a panic in it must not leak a permit.
-        let Some(number) = self.partitions.number(&partition) else {
+        let Some(number) = self.partitions.number(&partition, &guard) else {
             return Err(SendError::Full(partition, offset));
         };
         if !self.take_permit() {
@@ -178,7 +179,6 @@ where
         // newer record may release the hold at any moment.
         let tag = self.slots.prepare(index, offset, true);
 
-        let guard = epoch::pin();
         let (generation, entry) = self.enter(&guard);
 
         // Acquire: pairs with `close`'s Release store. Either this record's
@@ -586,7 +586,7 @@ where
     /// # for t in [a, b, c] { tracker.ack(t).unwrap(); }
     /// ```
     pub fn partitions(&self) -> usize {
-        self.partitions.with_keys(|keys| keys.len())
+        self.partitions.len()
     }
 }
 
