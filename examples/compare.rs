@@ -1,0 +1,126 @@
+//! `inflight` next to the designs people use today, in under a minute:
+//!
+//! ```text
+//! cargo run --release --example compare
+//! ```
+//!
+//! Workload 1 (each of T threads sends and acks its own records at depth 64,
+//! acks shuffled, while a flusher runs begin / wait / commit every
+//! millisecond) at 1, 2, 4 and 8 threads, and workload 3 (flush latency:
+//! last covered ack to `wait` returning). The contenders are those of the
+//! criterion benchmarks (`benches/contenders/mod.rs`):
+//!
+//! - `kafka_2015`: Kafka Connect's 2015 `WorkerSourceTask` design with the
+//!   KAFKA-2867 fix (one mutex over two maps, a condvar);
+//! - `dashmap`: a hand-rolled `DashMap` of records plus per-generation
+//!   atomic counters;
+//! - `floor`: one atomic counter, tracking nothing per record: the limit.
+//!
+//! Each cell is the median of three 0.4 s runs, the contenders taking turns
+//! so that background load hits them alike. For the full picture (hand-off,
+//! send-latency percentiles, memory) run `cargo bench`.
+
+#[path = "../benches/contenders/mod.rs"]
+mod contenders;
+
+use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until};
+use std::time::Duration;
+
+const THREADS: [usize; 4] = [1, 2, 4, 8];
+const ROUNDS: usize = 3;
+const RUN_FOR: Duration = Duration::from_millis(400);
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn flush_latency_us<C: Contender>() -> (f64, f64) {
+    let c = C::new();
+    contenders::flush_latency(&c, 20, 64, Duration::from_micros(200));
+    let mut ns = contenders::flush_latency(&c, 300, 64, Duration::from_micros(200));
+    ns.sort_unstable();
+    (
+        contenders::quantile(&ns, 0.5) as f64 / 1e3,
+        contenders::quantile(&ns, 0.99) as f64 / 1e3,
+    )
+}
+
+fn main() {
+    println!("machine: {}", contenders::machine());
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        // Other work on the machine skews every number below.
+        let load: Vec<&str> = load.split_whitespace().take(3).collect();
+        println!("load average before the run: {}", load.join(" "));
+    }
+    println!(
+        "workload 1: T threads, each sends and acks its own records at depth {}, \
+         flush every {} ms; send+ack pairs per second (median of {ROUNDS} x {} ms)",
+        contenders::DEPTH,
+        contenders::FLUSH_EVERY.as_millis(),
+        RUN_FOR.as_millis()
+    );
+    println!();
+    println!(
+        "| {:>7} | {:>16} | {:>12} | {:>12} | {:>12} | {:>19} | {:>16} | {:>14} |",
+        "threads",
+        "inflight pairs/s",
+        "kafka_2015",
+        "dashmap",
+        "floor",
+        "inflight/kafka_2015",
+        "inflight/dashmap",
+        "inflight/floor"
+    );
+    println!(
+        "|{:-<9}|{:-<18}|{:-<14}|{:-<14}|{:-<14}|{:-<21}|{:-<18}|{:-<16}|",
+        "", "", "", "", "", "", "", ""
+    );
+    for threads in THREADS {
+        let (inflight, kafka, dash, floor) = (
+            Inflight::new(),
+            Kafka2015::new(),
+            DashTracker::new(),
+            Floor::new(),
+        );
+        let mut rates = [const { Vec::new() }; 4];
+        let until = Until::Elapsed(RUN_FOR);
+        for _ in 0..ROUNDS {
+            rates[0].push(contenders::local(&inflight, threads, until).pairs_per_sec());
+            rates[1].push(contenders::local(&kafka, threads, until).pairs_per_sec());
+            rates[2].push(contenders::local(&dash, threads, until).pairs_per_sec());
+            rates[3].push(contenders::local(&floor, threads, until).pairs_per_sec());
+        }
+        assert_eq!(kafka.critical(), 0, "kafka_2015 port lost a record");
+        let [i, k, d, f] = rates.map(median);
+        println!(
+            "| {:>7} | {:>16.0} | {:>12.0} | {:>12.0} | {:>12.0} | {:>18.2}x | {:>15.2}x | {:>13.2}x |",
+            threads,
+            i,
+            k,
+            d,
+            f,
+            i / k,
+            i / d,
+            i / f
+        );
+    }
+    println!();
+    println!(
+        "workload 3: flush latency, last covered ack -> wait() returns \
+         (300 rounds, 64 records, sink delay 200 us, waiter asleep)"
+    );
+    println!();
+    println!(
+        "| {:<10} | {:>11} | {:>8} |",
+        "contender", "median (us)", "p99 (us)"
+    );
+    println!("|{:-<12}|{:-<13}|{:-<10}|", "", "", "");
+    for (name, (median, p99)) in [
+        (Inflight::NAME, flush_latency_us::<Inflight>()),
+        (Kafka2015::NAME, flush_latency_us::<Kafka2015>()),
+        (DashTracker::NAME, flush_latency_us::<DashTracker>()),
+    ] {
+        println!("| {name:<10} | {median:>11.1} | {p99:>8.1} |");
+    }
+}
