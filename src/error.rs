@@ -76,11 +76,13 @@ impl<P, O> std::error::Error for SendError<P, O> {}
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResolveError {
-    /// The ticket names no record this tracker issued: a forged raw value,
-    /// or a raw ticket whose slot was never used.
+    /// The ticket names no record this tracker issued: a forged raw value
+    /// (a tag its slot never issued, a slot never used, tag 0).
     Unknown,
     /// The ticket's record was already acked or failed (its slot may since
-    /// hold another record, which stays untouched).
+    /// hold another record, which stays untouched). Reported for any tag the
+    /// slot issued before its current one, within the ABA bound of
+    /// [`Ticket`](crate::Ticket).
     AlreadyResolved,
     /// The ticket was issued by another tracker.
     ForeignTracker,

@@ -318,7 +318,7 @@ impl<O> Slab<O> {
             // Mutant `unchecked_tag` (loom suite only): skip the tag check, so
             // a stale raw ticket resolves whatever record now owns the slot.
             if cfg!(not(inflight_mutant = "unchecked_tag")) && slot_tag != ticket_tag {
-                return Err(classify_stale(slot_tag, ticket_tag));
+                return Err(classify_stale(slot_tag, ticket_tag, self.first_tag));
             }
             if status(current) != LIVE {
                 return Err(ResolveError::AlreadyResolved);
@@ -398,16 +398,15 @@ impl<O> Slab<O> {
     }
 }
 
-/// Why a ticket's tag does not match its slot: the slot moved on since the
-/// ticket was resolved (it is behind: `AlreadyResolved`), or the ticket names
-/// a use of the slot that never happened (`Unknown`).
-fn classify_stale(slot_tag: u32, ticket_tag: u32) -> ResolveError {
-    if slot_tag == 0 || ticket_tag == 0 {
-        return ResolveError::Unknown;
-    }
-    // Serial-number arithmetic: the ticket is behind if the slot's tag is
-    // ahead of it by less than half the tag space.
-    if slot_tag.wrapping_sub(ticket_tag) < 1 << 31 {
+/// Why a ticket's tag does not match its slot: the slot issued that tag
+/// and has moved on since (`AlreadyResolved`), or it never issued it
+/// (`Unknown`). A slot issues the tags after `first_tag`, one per use, up
+/// to its current tag; after 2^32 uses the answer is best effort (the ABA
+/// bound of the tag width).
+fn classify_stale(slot_tag: u32, ticket_tag: u32, first_tag: u32) -> ResolveError {
+    let issued = slot_tag.wrapping_sub(first_tag);
+    let age = ticket_tag.wrapping_sub(first_tag);
+    if ticket_tag != 0 && age != 0 && age <= issued {
         ResolveError::AlreadyResolved
     } else {
         ResolveError::Unknown
@@ -433,10 +432,20 @@ mod tests {
 
     #[test]
     fn stale_classification() {
-        assert_eq!(classify_stale(5, 4), ResolveError::AlreadyResolved);
-        assert_eq!(classify_stale(4, 5), ResolveError::Unknown);
-        assert_eq!(classify_stale(0, 5), ResolveError::Unknown);
-        assert_eq!(classify_stale(1, u32::MAX), ResolveError::AlreadyResolved);
+        // Slot started at tag 10 and has issued 11..=13.
+        assert_eq!(classify_stale(13, 12, 10), ResolveError::AlreadyResolved);
+        assert_eq!(classify_stale(13, 11, 10), ResolveError::AlreadyResolved);
+        assert_eq!(classify_stale(13, 14, 10), ResolveError::Unknown);
+        assert_eq!(classify_stale(13, 10, 10), ResolveError::Unknown);
+        assert_eq!(classify_stale(13, 9, 10), ResolveError::Unknown);
+        // A slot never used issued nothing.
+        assert_eq!(classify_stale(10, 9, 10), ResolveError::Unknown);
+        // Across the wrap (tag 0 is skipped).
+        assert_eq!(
+            classify_stale(2, u32::MAX, u32::MAX - 3),
+            ResolveError::AlreadyResolved
+        );
+        assert_eq!(classify_stale(2, 0, u32::MAX - 3), ResolveError::Unknown);
     }
 
     #[test]

@@ -192,9 +192,9 @@ pub(crate) fn tag_seed() -> u32 {
         use std::hash::{BuildHasher, Hasher};
         // `RandomState` is seeded from the OS once per process and then
         // varies per instance: enough to tell trackers apart.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(u64::from(next_tracker_id()));
-        hasher.finish() as u32
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as u32
     }
     #[cfg(loom)]
     {
