@@ -56,7 +56,9 @@ enum Phase {
 /// offsets, store them where your restart will read them, then
 /// [`commit`](Flush::commit). If storing fails, [`abort`](Flush::abort) (or
 /// drop the flush): the next flush covers the same records again, and newer
-/// ones. Only one flush exists at a time.
+/// ones. Only one flush exists at a time; a `Flush` leaked with
+/// `mem::forget` keeps that place, and `begin_flush` then returns
+/// `InProgress` for good (nothing unsafe happens).
 ///
 /// ```
 /// use std::time::Duration;
