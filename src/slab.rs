@@ -109,9 +109,10 @@ impl<O> Slot<O> {
     /// The slot's offset.
     ///
     /// # Safety
-    /// The slot holds a value (status not `FREE`, or prepared by the caller)
-    /// and nobody frees it for the lifetime of the borrow: the caller owns the
-    /// slot or holds it (`HELD`).
+    ///
+    /// SAFETY: callers ensure the slot holds a value (status not `FREE`, or
+    /// prepared by the caller) and that nobody frees it for the lifetime of
+    /// the borrow: the caller owns the slot or holds it (`HELD`).
     pub(crate) unsafe fn value(&self) -> &O {
         // SAFETY: by the contract above the value is initialised and not
         // concurrently written or dropped.
