@@ -103,11 +103,13 @@ impl Generation {
         // sealer's Release, so the caller's next load of `open` (and of
         // `closed`) sees what the sealer did before sealing.
         let previous = self.state.fetch_add(ENTER, Ordering::Acquire);
-        if cfg!(not(inflight_mutant = "unsealed_enter")) && previous & SEALED != 0 {
+        // Mutant `unsealed_enter` (loom suite only) compiles this check out:
+        // a send that lands after the seal stays in the sealed generation,
+        // the KAFKA-2867 class.
+        #[cfg(not(inflight_mutant = "unsealed_enter"))]
+        if previous & SEALED != 0 {
             return None;
         }
-        // Mutant `unsealed_enter` (loom suite only): a send that lands after
-        // the seal stays in the sealed generation, the KAFKA-2867 class.
         Some((previous >> 32) as u32)
     }
 
@@ -123,11 +125,13 @@ impl Generation {
         let previous = self.state.fetch_sub(1, Ordering::Release);
         debug_assert!(previous & LIVE_MASK != 0, "generation count underflow");
         let last = previous & LIVE_MASK == 1 && previous & SEALED != 0;
-        if cfg!(inflight_mutant = "lost_wakeup") {
-            // Mutant `lost_wakeup` (loom suite only): the last resolution of a
-            // sealed generation forgets to wake the flusher.
-            return false;
-        }
+        // Mutant `lost_wakeup` (loom suite only): the last resolution of a
+        // sealed generation forgets to wake the flusher.
+        #[cfg(inflight_mutant = "lost_wakeup")]
+        let last = {
+            let _ = last;
+            false
+        };
         last
     }
 

@@ -316,9 +316,10 @@ impl<O> Slab<O> {
         let mut current = slot.state.load(Ordering::Acquire);
         loop {
             let slot_tag = tag(current);
-            // Mutant `unchecked_tag` (loom suite only): skip the tag check, so
-            // a stale raw ticket resolves whatever record now owns the slot.
-            if cfg!(not(inflight_mutant = "unchecked_tag")) && slot_tag != ticket_tag {
+            // Mutant `unchecked_tag` (loom suite only) compiles this check
+            // out: a stale raw ticket resolves whatever record owns the slot.
+            #[cfg(not(inflight_mutant = "unchecked_tag"))]
+            if slot_tag != ticket_tag {
                 return Err(classify_stale(slot_tag, ticket_tag, self.first_tag));
             }
             if status(current) != LIVE {

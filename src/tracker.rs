@@ -207,7 +207,7 @@ where
         }
         self.slots.publish(index);
 
-        if entry >= self.rollover && (entry - self.rollover) % ROLLOVER_RETRY == 0 {
+        if entry >= self.rollover && (entry - self.rollover).is_multiple_of(ROLLOVER_RETRY) {
             self.roll_over(generation, &guard);
         }
         Ok(Ticket::new(self.id, index, tag))
@@ -464,11 +464,10 @@ where
 
     /// Takes a pending interrupt, if any.
     pub(crate) fn take_interrupt(&self) -> bool {
-        if cfg!(inflight_mutant = "ignored_interrupt") {
-            // Mutant `ignored_interrupt` (loom suite only): `wait` never sees
-            // an interrupt, the second half of KAFKA-2867.
-            return false;
-        }
+        // Mutant `ignored_interrupt` (loom suite only): `wait` never sees an
+        // interrupt, the second half of KAFKA-2867.
+        #[cfg(inflight_mutant = "ignored_interrupt")]
+        return false;
         // Acquire: pairs with `interrupt`'s store; the swap consumes the
         // interrupt, so exactly one `wait` gets it.
         self.interrupted.swap(false, Ordering::AcqRel)

@@ -489,7 +489,7 @@ fn g2_concurrent_sends_are_covered_iff_they_precede_the_seal() {
     let offsets = wait_ok(&mut flush);
     for (p, r) in returned.iter().enumerate() {
         let last = r.load(Ordering::SeqCst);
-        assert!(offsets.get(&p).map_or(true, |&x| x == last));
+        assert!(offsets.get(&p).is_none_or(|&x| x == last));
     }
 }
 

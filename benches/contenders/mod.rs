@@ -773,7 +773,7 @@ where
                 loop {
                     match (until, deadline) {
                         (Until::Units(n), _) if offset >= n => break,
-                        (_, Some(d)) if offset % 64 == 0 && Instant::now() >= d => break,
+                        (_, Some(d)) if offset.is_multiple_of(64) && Instant::now() >= d => break,
                         _ => {}
                     }
                     tx.send(c.send(partition, offset)).unwrap();
