@@ -295,20 +295,12 @@ where
         if self.folded {
             return 0;
         }
-        let guard = epoch::pin();
-        // Acquire: see the generation's initialisation.
-        let mut current = self.tracker.oldest.load(Ordering::Acquire, &guard);
         let mut pending = 0;
-        loop {
-            // SAFETY: as in `advance`; only this flush unlinks generations.
-            let generation: &Generation = unsafe { current.deref() };
-            pending += generation.live();
-            if current.as_raw() as usize == self.upto {
-                return pending;
-            }
-            // Acquire: see the next generation's initialisation.
-            current = generation.next.load(Ordering::Acquire, &guard);
-        }
+        self.tracker
+            .walk(&epoch::pin(), Some(self.upto), |generation| {
+                pending += generation.live();
+            });
+        pending
     }
 }
 

@@ -424,18 +424,11 @@ where
         // still enter it and its last `leave` would not wake us. Set SEALED
         // on every covered generation now (idempotent): from here on none of
         // them admits a record, and each one's last `leave` wakes the flusher.
-        // Acquire: see the generations' initialisation.
-        let mut current = self.oldest.load(Ordering::Acquire, &guard);
-        while current != upto {
-            // SAFETY: the generations from `oldest` to `upto` are in the
-            // chain, and only the flush, which this call now owns, unlinks
-            // them.
-            let generation = unsafe { current.deref() };
+        let upto = upto.as_raw() as usize;
+        self.walk(&guard, Some(upto), |generation| {
             generation.seal();
-            // Acquire: see the next generation's initialisation.
-            current = generation.next.load(Ordering::Acquire, &guard);
-        }
-        Ok(Flush::new(self, upto.as_raw() as usize))
+        });
+        Ok(Flush::new(self, upto))
     }
 
     /// Asks the flush that is waiting, or else the next one to wait, to give
@@ -516,17 +509,8 @@ where
     /// # tracker.ack(b).unwrap();
     /// ```
     pub fn in_flight(&self) -> usize {
-        let guard = epoch::pin();
         let mut total = 0;
-        // Acquire: see the generations' initialisation.
-        let mut current = self.oldest.load(Ordering::Acquire, &guard);
-        // SAFETY: generations reachable from `oldest` under a guard are freed
-        // only through `defer_destroy`, after the guard is released.
-        while let Some(generation) = unsafe { current.as_ref() } {
-            total += generation.live();
-            // Acquire: as above.
-            current = generation.next.load(Ordering::Acquire, &guard);
-        }
+        self.walk(&epoch::pin(), None, |generation| total += generation.live());
         total
     }
 
@@ -590,6 +574,24 @@ where
 }
 
 impl<P, O> Tracker<P, O> {
+    /// Calls `f` on each generation from `oldest` on, through the one at
+    /// address `upto` if given (which must be in the chain), else through
+    /// the open one.
+    pub(crate) fn walk(&self, guard: &Guard, upto: Option<usize>, mut f: impl FnMut(&Generation)) {
+        // Acquire: see the generations' initialisation.
+        let mut current = self.oldest.load(Ordering::Acquire, guard);
+        // SAFETY: generations reachable from `oldest` under a guard are freed
+        // only through `defer_destroy`, after the guard is released.
+        while let Some(generation) = unsafe { current.as_ref() } {
+            f(generation);
+            if Some(current.as_raw() as usize) == upto {
+                return;
+            }
+            // Acquire: see the next generation's initialisation.
+            current = generation.next.load(Ordering::Acquire, guard);
+        }
+    }
+
     /// Ends the current flush's ownership of the carry.
     pub(crate) fn end_flush(&self) {
         // Release: hands the carry to the next `begin_flush` (Acquire).

@@ -624,6 +624,30 @@ pub struct Run {
 }
 
 impl Run {
+    /// Releases the workers (they wait on `start` too), times them until the
+    /// last one exits, then stops the flusher and collects its counts.
+    fn collect(
+        start: &Barrier,
+        workers: Vec<std::thread::ScopedJoinHandle<'_, u64>>,
+        stop: &AtomicBool,
+        flusher: std::thread::ScopedJoinHandle<'_, (u64, u64)>,
+    ) -> Run {
+        start.wait();
+        let began = Instant::now();
+        let pairs = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        let elapsed = began.elapsed();
+        stop.store(true, Ordering::Release);
+        let (flushes, timeouts) = flusher.join().unwrap();
+        Run {
+            pairs,
+            elapsed,
+            flushes,
+            timeouts,
+        }
+    }
+}
+
+impl Run {
     pub fn pairs_per_sec(&self) -> f64 {
         self.pairs as f64 / self.elapsed.as_secs_f64()
     }
@@ -724,18 +748,7 @@ pub fn local<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
                 })
             })
             .collect();
-        start.wait();
-        let began = Instant::now();
-        let pairs = workers.into_iter().map(|w| w.join().unwrap()).sum();
-        let elapsed = began.elapsed();
-        stop.store(true, Ordering::Release);
-        let (flushes, timeouts) = flusher.join().unwrap();
-        Run {
-            pairs,
-            elapsed,
-            flushes,
-            timeouts,
-        }
+        Run::collect(&start, workers, &stop, flusher)
     })
 }
 
@@ -802,18 +815,7 @@ where
                 acked
             }));
         }
-        start.wait();
-        let began = Instant::now();
-        let pairs = workers.into_iter().map(|w| w.join().unwrap()).sum();
-        let elapsed = began.elapsed();
-        stop.store(true, Ordering::Release);
-        let (flushes, timeouts) = flusher.join().unwrap();
-        Run {
-            pairs,
-            elapsed,
-            flushes,
-            timeouts,
-        }
+        Run::collect(&start, workers, &stop, flusher)
     })
 }
 
