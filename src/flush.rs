@@ -23,12 +23,12 @@
 
 use crate::generation::Generation;
 use crate::sync::epoch;
-use crate::sync::{Ordering, SPINS_BEFORE_PARK};
+use crate::sync::Ordering;
 use crate::{FlushError, Tracker};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What folded generations left behind.
 #[derive(Default)]
@@ -77,9 +77,8 @@ enum Phase {
 #[must_use = "dropping a Flush aborts it"]
 pub struct Flush<'t, P, O> {
     tracker: &'t Tracker<P, O>,
-    /// Address of the generation `begin_flush` sealed; compared, never
-    /// dereferenced.
-    upto: usize,
+    /// The number of the generation `begin_flush` sealed.
+    upto: u64,
     /// Every covered generation has been folded into the carry.
     folded: bool,
     phase: Phase,
@@ -90,7 +89,7 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    pub(crate) fn new(tracker: &'t Tracker<P, O>, upto: usize) -> Self {
+    pub(crate) fn new(tracker: &'t Tracker<P, O>, upto: u64) -> Self {
         Self {
             tracker,
             upto,
@@ -129,41 +128,14 @@ where
         if self.phase == Phase::Interrupted {
             return Err(FlushError::Interrupted);
         }
-        let deadline = Instant::now().checked_add(timeout);
-        let mut spins = 0_u32;
-        let mut parker = None;
-        let result = loop {
-            if self.tracker.take_interrupt() {
+        match self.tracker.block_until_drained(timeout, || self.advance()) {
+            Ok(()) => self.outcome(),
+            Err(FlushError::Interrupted) => {
                 self.phase = Phase::Interrupted;
-                break Err(FlushError::Interrupted);
+                Err(FlushError::Interrupted)
             }
-            let pending = self.advance();
-            if pending == 0 {
-                break self.outcome();
-            }
-            let remaining = match deadline {
-                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
-                    Some(remaining) if !remaining.is_zero() => remaining,
-                    _ => break Err(FlushError::Timeout { pending }),
-                },
-                None => Duration::MAX,
-            };
-            if spins < SPINS_BEFORE_PARK {
-                spins += 1;
-                crate::sync::spin_hint();
-                continue;
-            }
-            match &parker {
-                // Register, then look again before parking (Dekker pair with
-                // the last resolution; see `waiter`).
-                None => parker = Some(self.tracker.waiter.register()),
-                Some(parker) => parker.park_timeout(remaining),
-            }
-        };
-        if parker.is_some() {
-            self.tracker.waiter.unregister();
+            Err(e) => Err(e),
         }
-        result
     }
 
     /// The result once nothing covered is pending.
@@ -209,11 +181,11 @@ where
         let mut pending = 0;
         let mut folding = true;
         loop {
-            let is_upto = current.as_raw() as usize == self.upto;
             // SAFETY: every generation from `oldest` through `upto` is in the
             // chain (this flush is the only one that removes generations), and
             // the guard keeps any we remove alive until we are done.
             let generation = unsafe { current.deref() };
+            let is_upto = generation.id == self.upto;
             let live = generation.live();
             // Acquire: a sealed generation's successor is set.
             let next = generation.next.load(Ordering::Acquire, &guard);
@@ -295,12 +267,7 @@ where
         if self.folded {
             return 0;
         }
-        let mut pending = 0;
-        self.tracker
-            .walk(&epoch::pin(), Some(self.upto), |generation| {
-                pending += generation.live();
-            });
-        pending
+        self.tracker.pending_through(self.upto)
     }
 }
 

@@ -76,13 +76,17 @@ pub(crate) struct Generation {
     pub(crate) next: Atomic<Generation>,
     /// Partition cells, by partition number.
     cells: Cells,
+    /// The generation's number: its predecessor's plus one. Lets a walk
+    /// stop at a generation that may already have left the chain.
+    pub(crate) id: u64,
     /// Under loom, reports a generation that is never freed.
     _leak_check: LeakCheck,
 }
 
 impl Generation {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(id: u64) -> Self {
         Self {
+            id,
             state: CachePadded::new(AtomicU64::new(0)),
             failed: AtomicUsize::new(0),
             next: Atomic::null(),
@@ -218,7 +222,7 @@ mod tests {
 
     #[test]
     fn enter_counts_orders_and_stops_at_the_seal() {
-        let g = Generation::new();
+        let g = Generation::new(0);
         assert_eq!(g.enter(), Some(0));
         assert_eq!(g.enter(), Some(1));
         assert_eq!(g.live(), 2);
@@ -232,7 +236,7 @@ mod tests {
 
     #[test]
     fn cells_keep_the_latest_entry() {
-        let g = Generation::new();
+        let g = Generation::new(0);
         assert!(matches!(g.install(3, 5, 10), Install::Installed(None)));
         assert!(matches!(g.install(3, 4, 11), Install::Superseded));
         assert!(matches!(g.install(3, 6, 12), Install::Installed(Some(10))));

@@ -119,6 +119,7 @@ mod imp {
     /// `thread::park`: a late unpark (a waker that read the handle just
     /// before the waiter left) is harmless in std, but loom's `unpark` would
     /// also wake the thread out of an unrelated `join`.
+    #[derive(Clone)]
     pub(crate) struct Unparker(Arc<loom::sync::Notify>);
 
     impl Unparker {

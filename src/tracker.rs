@@ -11,12 +11,13 @@ use crate::generation::{Generation, Install, ROLLOVER, ROLLOVER_RETRY};
 use crate::partition::Partitions;
 use crate::slab::{Outcome, Slab};
 use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
-use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell, SPINS_BEFORE_PARK};
 use crate::ticket::{RawTicket, Ticket, MAX_SLOTS};
 use crate::waiter::Waiter;
-use crate::{BeginFlushError, Flush, ResolveError, SendError};
+use crate::{BeginFlushError, Flush, FlushError, ResolveError, SendError};
 use std::fmt;
 use std::hash::Hash;
+use std::time::{Duration, Instant};
 
 /// Tracks records in flight and tells which source offsets are safe to
 /// commit.
@@ -121,7 +122,7 @@ where
 
     fn build(capacity: Option<usize>) -> Self {
         // SAFETY: the generation is not shared with anyone yet.
-        let first = Owned::new(Generation::new()).into_shared(unsafe { epoch::unprotected() });
+        let first = Owned::new(Generation::new(0)).into_shared(unsafe { epoch::unprotected() });
         Self {
             id: crate::sync::next_tracker_id(),
             capacity,
@@ -246,7 +247,7 @@ where
     pub(crate) fn seal(&self, current: Shared<'_, Generation>, guard: &Guard) -> bool {
         // SAFETY: `current` came from `open` under `guard`, so it is alive.
         let generation = unsafe { current.deref() };
-        let fresh = Owned::new(Generation::new());
+        let fresh = Owned::new(Generation::new(generation.id + 1));
         // AcqRel: Release publishes the fresh generation's initialisation to
         // whoever follows `next`; Acquire (on failure) sees the winner's.
         match generation.next.compare_exchange(
@@ -424,11 +425,76 @@ where
         // still enter it and its last `leave` would not wake us. Set SEALED
         // on every covered generation now (idempotent): from here on none of
         // them admits a record, and each one's last `leave` wakes the flusher.
-        let upto = upto.as_raw() as usize;
+        // SAFETY: `upto` is in the chain (only the flush, which we are,
+        // removes generations) and the guard keeps it alive.
+        let upto = unsafe { upto.deref() }.id;
         self.walk(&guard, Some(upto), |generation| {
             generation.seal();
         });
         Ok(Flush::new(self, upto))
+    }
+
+    /// Waits, at most `timeout`, until every record sent before this call is
+    /// resolved: the end-of-life wait of a producer that stopped sending
+    /// (after [`close`](Self::close), that is everything in flight).
+    /// Failed records count as resolved; a barrier flush or the watermarks
+    /// report them. Does not commit anything and works beside a flush.
+    ///
+    /// - `Ok(())`: nothing sent before the call is in flight any more.
+    /// - [`FlushError::Timeout`]: some still were at the deadline (`pending`
+    ///   of them); call again to keep waiting.
+    /// - [`FlushError::Interrupted`]: [`interrupt`](Self::interrupt) was
+    ///   called. An interrupt is delivered once, to one waiting call (a
+    ///   `drain` or a flush's `wait`).
+    ///
+    /// Seals the open generation, like a flush does, so records sent from
+    /// now on are not waited for.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let ticket = tracker.send("p", 1_u64).unwrap();
+    /// tracker.close();
+    /// assert_eq!(tracker.drain(Duration::ZERO), Err(FlushError::Timeout { pending: 1 }));
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| tracker.ack(ticket).unwrap());
+    ///     tracker.drain(Duration::from_secs(10)).unwrap();
+    /// });
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn drain(&self, timeout: Duration) -> Result<(), FlushError> {
+        let upto = self.seal_open();
+        self.block_until_drained(timeout, || self.pending_through(upto))
+    }
+
+    /// Seals the open generation (or helps whoever is sealing it) and
+    /// returns its number: every record sent before this call is in a sealed
+    /// generation numbered up to it, whose last resolution wakes waiters.
+    pub(crate) fn seal_open(&self) -> u64 {
+        let guard = epoch::pin();
+        // Acquire: see the generation's initialisation.
+        let open = self.open.load(Ordering::Acquire, &guard);
+        // Won or lost, `open` is sealed (or being sealed) after this.
+        self.seal(open, &guard);
+        // SAFETY: `open` was loaded under `guard`, so it is still allocated.
+        let upto = unsafe { open.deref() }.id;
+        // A lost race leaves SEALED to the winner, who may set it late; set
+        // it on every generation up to ours ourselves (idempotent), as
+        // `begin_flush` does, so each one's last `leave` wakes us.
+        self.walk(&guard, Some(upto), |generation| {
+            generation.seal();
+        });
+        upto
+    }
+
+    /// Unresolved records in generations numbered up to `upto`.
+    pub(crate) fn pending_through(&self, upto: u64) -> usize {
+        let mut pending = 0;
+        self.walk(&epoch::pin(), Some(upto), |generation| {
+            pending += generation.live();
+        });
+        pending
     }
 
     /// Asks the flush that is waiting, or else the next one to wait, to give
@@ -453,17 +519,6 @@ where
         // racing `take_interrupt`'s swaps more weakly than C++ does.
         self.interrupted.swap(true, Ordering::Release);
         self.waiter.wake();
-    }
-
-    /// Takes a pending interrupt, if any.
-    pub(crate) fn take_interrupt(&self) -> bool {
-        // Mutant `ignored_interrupt` (loom suite only): `wait` never sees an
-        // interrupt, the second half of KAFKA-2867.
-        #[cfg(inflight_mutant = "ignored_interrupt")]
-        return false;
-        // Acquire: pairs with `interrupt`'s store; the swap consumes the
-        // interrupt, so exactly one `wait` gets it.
-        self.interrupted.swap(false, Ordering::AcqRel)
     }
 
     /// Stops accepting records: every `send` that starts after this returns
@@ -574,22 +629,80 @@ where
 }
 
 impl<P, O> Tracker<P, O> {
-    /// Calls `f` on each generation from `oldest` on, through the one at
-    /// address `upto` if given (which must be in the chain), else through
-    /// the open one.
-    pub(crate) fn walk(&self, guard: &Guard, upto: Option<usize>, mut f: impl FnMut(&Generation)) {
+    /// Calls `f` on each generation from `oldest` on, through the one
+    /// numbered `upto` if given, else through the open one. Generations
+    /// numbered up to `upto` that already left the chain are skipped: they
+    /// were folded, so they had no records left.
+    pub(crate) fn walk(&self, guard: &Guard, upto: Option<u64>, mut f: impl FnMut(&Generation)) {
         // Acquire: see the generations' initialisation.
         let mut current = self.oldest.load(Ordering::Acquire, guard);
         // SAFETY: generations reachable from `oldest` under a guard are freed
         // only through `defer_destroy`, after the guard is released.
         while let Some(generation) = unsafe { current.as_ref() } {
-            f(generation);
-            if Some(current.as_raw() as usize) == upto {
+            if upto.is_some_and(|upto| generation.id > upto) {
                 return;
             }
+            f(generation);
             // Acquire: see the next generation's initialisation.
             current = generation.next.load(Ordering::Acquire, guard);
         }
+    }
+
+    /// Blocks until `pending()` returns 0 (`Ok`), an interrupt arrives
+    /// (`Interrupted`, consuming it) or `timeout` passes (`Timeout`). Spins
+    /// briefly, then parks; the resolution that takes a sealed generation's
+    /// `live` to zero, or `interrupt`, wakes it. `pending` must count only
+    /// records of sealed generations, whose last resolution wakes waiters.
+    pub(crate) fn block_until_drained(
+        &self,
+        timeout: Duration,
+        mut pending: impl FnMut() -> usize,
+    ) -> Result<(), FlushError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut spins = 0_u32;
+        let mut registration = None;
+        let result = loop {
+            if self.take_interrupt() {
+                break Err(FlushError::Interrupted);
+            }
+            let pending = pending();
+            if pending == 0 {
+                break Ok(());
+            }
+            let remaining = match deadline {
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(remaining) if !remaining.is_zero() => remaining,
+                    _ => break Err(FlushError::Timeout { pending }),
+                },
+                None => Duration::MAX,
+            };
+            if spins < SPINS_BEFORE_PARK {
+                spins += 1;
+                crate::sync::spin_hint();
+                continue;
+            }
+            match &registration {
+                // Register, then look again before parking (Dekker pair with
+                // the last resolution; see `waiter`).
+                None => registration = Some(self.waiter.register()),
+                Some(registration) => registration.park_timeout(remaining),
+            }
+        };
+        if let Some(registration) = registration {
+            self.waiter.unregister(registration);
+        }
+        result
+    }
+
+    /// Takes a pending interrupt, if any.
+    pub(crate) fn take_interrupt(&self) -> bool {
+        // Mutant `ignored_interrupt` (loom suite only): `wait` never sees an
+        // interrupt, the second half of KAFKA-2867.
+        #[cfg(inflight_mutant = "ignored_interrupt")]
+        return false;
+        // Acquire: pairs with `interrupt`'s store; the swap consumes the
+        // interrupt, so exactly one `wait` gets it.
+        self.interrupted.swap(false, Ordering::AcqRel)
     }
 
     /// Ends the current flush's ownership of the carry.
