@@ -22,6 +22,7 @@
 //! Failures are never cleared: offsets never move past a failed record.
 
 use crate::generation::Generation;
+use crate::slab::HELD;
 use crate::sync::epoch;
 use crate::sync::Ordering;
 use crate::{FlushError, Tracker};
@@ -237,7 +238,7 @@ where
         let carry = self.tracker.carry.with_mut(|c| unsafe { &mut *c });
         for slot in carry.slots.iter_mut() {
             if let Some(index) = slot.checked_sub(1) {
-                self.tracker.slots.release(index);
+                self.tracker.slots.release(index, HELD);
                 *slot = 0;
             }
         }
@@ -278,7 +279,7 @@ fn fold<O>(carry: &mut Carry, generation: &Generation, slots: &crate::slab::Slab
         }
         let older = std::mem::replace(&mut carry.slots[partition], slot + 1);
         if let Some(older) = older.checked_sub(1) {
-            slots.release(older);
+            slots.release(older, HELD);
         }
     });
     carry.failed += generation.failed();

@@ -139,6 +139,21 @@ impl Generation {
         last
     }
 
+    /// Removes `n` records, `failed` of them failed, at once: what the
+    /// watermark advance does for the records it passes. Returns true as
+    /// [`leave`](Self::leave) does.
+    #[must_use]
+    pub(crate) fn leave_many(&self, n: u64, failed: u64) -> bool {
+        if failed != 0 {
+            // Relaxed: published by the Release `fetch_sub` below.
+            self.failed.fetch_add(failed as usize, Ordering::Relaxed);
+        }
+        // Release: as in `leave`.
+        let previous = self.state.fetch_sub(n, Ordering::Release);
+        debug_assert!(previous & LIVE_MASK >= n, "generation count underflow");
+        previous & LIVE_MASK == n && previous & SEALED != 0
+    }
+
     /// Closes the generation to new records. Returns true if it was already
     /// sealed.
     pub(crate) fn seal(&self) -> bool {

@@ -85,11 +85,13 @@ mod sync;
 mod ticket;
 mod tracker;
 mod waiter;
+mod watermark;
 
 pub use error::{BeginFlushError, FlushError, ResolveError, SendError};
 pub use flush::Flush;
 pub use ticket::Ticket;
-pub use tracker::Tracker;
+pub use tracker::{Builder, Tracker};
+pub use watermark::Committable;
 
 #[doc = include_str!("../IMPLEMENTATION.md")]
 pub mod implementation {}

@@ -16,17 +16,25 @@
 //! # The state word
 //!
 //! ```text
-//!  63                           32 31            3   2     1  0
-//! +-------------------------------+---------------+------+------+
-//! |              tag              |    unused     | HELD |status|
-//! +-------------------------------+---------------+------+------+
+//!  63                    32 31      5   4        3       2     1  0
+//! +------------------------+---------+--------+--------+------+------+
+//! |          tag           | unused  | MARKED | QUEUED | HELD |status|
+//! +------------------------+---------+--------+--------+------+------+
 //! ```
 //!
 //! `status` is `FREE` (no record), `LIVE` (sent, unresolved), `ACKED` or
-//! `FAILED`. `HELD` means a generation's partition cell (or the flush carry)
-//! points at this slot because it is the latest record of its partition; a
-//! held slot keeps its offset after resolution, and whoever drops the last of
-//! {resolution, hold} frees it. The transitions, each one atomic step:
+//! `FAILED`. The three hold bits each mean that some structure still points
+//! at the slot and will read its offset or links:
+//!
+//! - `HELD`: a generation's partition cell (or the flush carry), because it
+//!   is the latest record of its partition there;
+//! - `QUEUED`: its partition's watermark queue (watermark trackers only),
+//!   from its send until the watermark has moved past it;
+//! - `MARKED`: its partition's untaken watermark (see `watermark`).
+//!
+//! A held slot keeps its offset after resolution, and whoever drops the last
+//! of {resolution, holds} frees it. The transitions, each one atomic step
+//! (`HELD` stands for any hold bit):
 //!
 //! ```text
 //! FREE(t-1) --prepare--> FREE(t)|HELD? --publish--> LIVE(t)|HELD?
@@ -34,6 +42,7 @@
 //! LIVE(t)|HELD   --resolve--> ACKED(t)|HELD or FAILED(t)|HELD
 //! ACKED(t)|HELD  --release--> FREE(t)                 (the hold was the last owner)
 //! LIVE(t)|HELD   --release--> LIVE(t)
+//! ACKED(t)|HELD  --mark-->    ACKED(t)|HELD|MARKED       (only while held)
 //! ```
 //!
 //! A ticket resolves only by a compare-and-swap from `LIVE(its tag)`, so a
@@ -64,10 +73,18 @@ pub(crate) const ACKED: u64 = 2;
 pub(crate) const FAILED: u64 = 3;
 const STATUS: u64 = 0b11;
 pub(crate) const HELD: u64 = 0b100;
+pub(crate) const QUEUED: u64 = 0b1000;
+pub(crate) const MARKED: u64 = 0b1_0000;
+const HOLDS: u64 = HELD | QUEUED | MARKED;
 
 #[inline]
 fn status(state: u64) -> u64 {
     state & STATUS
+}
+
+#[inline]
+pub(crate) fn status_of_state(state: u64) -> u64 {
+    status(state)
 }
 
 #[inline]
@@ -92,6 +109,11 @@ pub(crate) struct Slot<O> {
     /// publish; read by a resolver *before* its resolution CAS, because once
     /// a held slot is resolved its holder may free and reuse it at once.
     generation: AtomicPtr<()>,
+    /// The record's partition number; read like `generation`.
+    partition: AtomicU32,
+    /// The next record of the partition in its watermark queue: `tag << 32 |
+    /// (slot + 1)`, 0 until that record links itself (see `watermark`).
+    pub(crate) next_queued: AtomicU64,
     /// The record's offset, present unless the status is `FREE`.
     value: UnsafeCell<MaybeUninit<O>>,
 }
@@ -102,8 +124,26 @@ impl<O> Slot<O> {
             state: AtomicU64::new((u64::from(tag) << 32) | FREE),
             next_free: AtomicU32::new(0),
             generation: AtomicPtr::new(std::ptr::null_mut()),
+            partition: AtomicU32::new(0),
+            next_queued: AtomicU64::new(0),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
+    }
+
+    /// The state word (tag, holds, status), for the watermark advance.
+    pub(crate) fn state(&self) -> u64 {
+        // Acquire: pairs with the Release CAS of the record's resolution, so
+        // a reader that sees ACKED or FAILED sees everything before it.
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// The generation the record entered. Meaningful while the caller holds
+    /// the slot and has seen it resolved (ordered by [`state`](Self::state)).
+    pub(crate) fn generation(&self) -> *const () {
+        // Relaxed: written before the Release publish, which the caller's
+        // Acquire read of the resolved state (through the resolution's
+        // Release CAS, an RMW on the same word) happens after.
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// The slot's offset.
@@ -145,6 +185,12 @@ impl<O> Slab<O> {
     #[inline]
     pub(crate) fn get(&self, index: usize) -> Option<&Slot<O>> {
         self.slots.get(index)
+    }
+
+    /// A slot known to exist (its index came from this slab).
+    #[inline]
+    pub(crate) fn slot_of(&self, index: usize) -> &Slot<O> {
+        self.slot(index)
     }
 
     /// A slot known to exist (its index came from this slab).
@@ -242,9 +288,10 @@ impl<O> Slab<O> {
     }
 
     /// Moves `value` into a slot the caller owns (fresh from [`alloc`]), with
-    /// the next tag, and returns that tag. The slot stays invisible to
-    /// tickets until [`publish`](Self::publish).
-    pub(crate) fn prepare(&self, index: usize, value: O, held: bool) -> u32 {
+    /// the next tag and the hold bits `holds`, and returns that tag. The slot
+    /// stays invisible to tickets until [`publish`](Self::publish).
+    pub(crate) fn prepare(&self, index: usize, value: O, partition: u32, holds: u64) -> u32 {
+        debug_assert_eq!(holds & !HOLDS, 0);
         let slot = self.slot(index);
         // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
         // else reads or writes its value; a free slot holds no value.
@@ -255,11 +302,12 @@ impl<O> Slab<O> {
             0 => 1,
             t => t,
         };
-        let hold = if held { HELD } else { 0 };
-        // Relaxed: private until the Release publish (or a Release cell CAS
-        // that makes it reachable as held).
+        // Relaxed, all three: private until the Release publish (or a
+        // Release cell CAS or queue link that makes it reachable as held).
+        slot.partition.store(partition, Ordering::Relaxed);
+        slot.next_queued.store(0, Ordering::Relaxed);
         slot.state
-            .store((u64::from(next) << 32) | hold | FREE, Ordering::Relaxed);
+            .store((u64::from(next) << 32) | holds | FREE, Ordering::Relaxed);
         next
     }
 
@@ -271,11 +319,12 @@ impl<O> Slab<O> {
             .store(generation as *mut (), Ordering::Relaxed);
     }
 
-    /// Drops the hold a prepared slot took in advance (it lost the race for
-    /// its partition cell, so nothing points at it).
-    pub(crate) fn unhold_prepared(&self, index: usize) {
-        // Relaxed: the slot is still private; nothing else can reach it.
-        self.slot(index).state.fetch_and(!HELD, Ordering::Relaxed);
+    /// Drops holds a prepared slot took in advance that nothing will use (it
+    /// lost the race for its partition cell, or it is being taken back).
+    pub(crate) fn unhold_prepared(&self, index: usize, holds: u64) {
+        // Relaxed: nothing else reads these bits of an unpublished slot: a
+        // newer record may clear HELD, but only a hold it displaced.
+        self.slot(index).state.fetch_and(!holds, Ordering::Relaxed);
     }
 
     /// Makes a prepared slot resolvable by its ticket.
@@ -299,15 +348,16 @@ impl<O> Slab<O> {
 
     /// Resolves the record in `index` if it is `LIVE` with `tag`.
     ///
-    /// Returns the generation the record entered and whether the slot was
-    /// freed (it was not held). A freed slot is not yet back on a free list:
-    /// the caller finishes with it, then calls [`recycle`](Self::recycle).
+    /// Returns the generation the record entered, its partition, and whether
+    /// the slot was freed (it was not held). A freed slot is not yet back on
+    /// a free list: the caller finishes with it, then calls
+    /// [`recycle`](Self::recycle).
     pub(crate) fn resolve(
         &self,
         index: usize,
         ticket_tag: u32,
         outcome: Outcome,
-    ) -> Result<(*const (), bool), ResolveError> {
+    ) -> Result<Resolved, ResolveError> {
         if ticket_tag == 0 {
             return Err(ResolveError::Unknown); // no ticket ever has tag 0
         }
@@ -325,12 +375,13 @@ impl<O> Slab<O> {
             if status(current) != LIVE {
                 return Err(ResolveError::AlreadyResolved);
             }
-            let held = current & HELD != 0;
-            // Relaxed: ordered by the Acquire load of `state` that saw this
-            // record LIVE. Read before the CAS: once a held slot is resolved,
-            // its holder may free and reuse it at once. The CAS from
-            // LIVE(tag) proves the read belongs to this record.
+            let held = current & HOLDS != 0;
+            // Relaxed, both: ordered by the Acquire load of `state` that saw
+            // this record LIVE. Read before the CAS: once a held slot is
+            // resolved, its holder may free and reuse it at once. The CAS
+            // from LIVE(tag) proves the reads belong to this record.
             let generation = slot.generation.load(Ordering::Relaxed);
+            let partition = slot.partition.load(Ordering::Relaxed);
             let next = match (held, outcome) {
                 (false, _) => current & !STATUS, // FREE, same tag
                 (true, Outcome::Ack) => (current & !STATUS) | ACKED,
@@ -344,7 +395,13 @@ impl<O> Slab<O> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok((generation, !held)),
+                Ok(_) => {
+                    return Ok(Resolved {
+                        generation,
+                        partition,
+                        freed: !held,
+                    })
+                }
                 Err(seen) => current = seen,
             }
         }
@@ -361,19 +418,22 @@ impl<O> Slab<O> {
         self.push(index);
     }
 
-    /// Drops a hold on `index`. If the record was already resolved, the hold
-    /// was its last owner: the slot is freed and recycled.
-    pub(crate) fn release(&self, index: usize) {
+    /// Drops the hold `hold` (one of the hold bits) on `index`. If the
+    /// record was already resolved and that was its last hold, the slot is
+    /// freed and recycled.
+    pub(crate) fn release(&self, index: usize, hold: u64) {
         let slot = self.slot(index);
         // Acquire: pairs with the Release CAS of the resolution (or publish).
         let mut current = slot.state.load(Ordering::Acquire);
+        let mut frees;
         loop {
-            debug_assert!(current & HELD != 0, "release of a slot that is not held");
-            let resolved = matches!(status(current), ACKED | FAILED);
-            let next = if resolved {
-                current & !(STATUS | HELD) // FREE, same tag
+            debug_assert!(current & hold != 0, "release of a hold that is not there");
+            let rest = current & !hold;
+            frees = matches!(status(current), ACKED | FAILED) && rest & HOLDS == 0;
+            let next = if frees {
+                rest & !STATUS // FREE, same tag
             } else {
-                current & !HELD
+                rest
             };
             // AcqRel: Acquire takes ownership from the resolver if we free;
             // Release orders our earlier reads of the value before reuse.
@@ -387,9 +447,18 @@ impl<O> Slab<O> {
                 Err(seen) => current = seen,
             }
         }
-        if matches!(status(current), ACKED | FAILED) {
+        if frees {
             self.recycle(index);
         }
+    }
+
+    /// Adds the `MARKED` hold to a slot the caller knows is held (so it
+    /// cannot be freed meanwhile).
+    pub(crate) fn mark(&self, index: usize) {
+        // Relaxed: the caller's own hold keeps the slot; whoever later takes
+        // the mark is ordered by the Release swap that publishes it.
+        let previous = self.slot(index).state.fetch_or(MARKED, Ordering::Relaxed);
+        debug_assert!(previous & (HELD | QUEUED) != 0 && previous & MARKED == 0);
     }
 
     /// The status of a slot, for tests and debugging.
@@ -398,6 +467,16 @@ impl<O> Slab<O> {
         let state = self.get(index)?.state.load(Ordering::Acquire);
         Some((tag(state), status(state), state & HELD != 0))
     }
+}
+
+/// What a successful resolution found.
+pub(crate) struct Resolved {
+    /// The generation the record entered (opaque to the slab).
+    pub(crate) generation: *const (),
+    /// The record's partition number.
+    pub(crate) partition: u32,
+    /// The slot was not held and is now free: the caller recycles it.
+    pub(crate) freed: bool,
 }
 
 /// Why a ticket's tag does not match its slot: the slot issued that tag
@@ -454,10 +533,10 @@ mod tests {
     fn lifecycle_of_a_held_slot() {
         let slab = Slab::<String>::new();
         let i = slab.alloc().unwrap();
-        let tag = slab.prepare(i, "x".into(), true);
+        let tag = slab.prepare(i, "x".into(), 0, HELD);
         slab.publish(i);
         assert_eq!(slab.status_of(i), Some((tag, LIVE, true)));
-        let (_, freed) = slab.resolve(i, tag, Outcome::Ack).unwrap();
+        let freed = slab.resolve(i, tag, Outcome::Ack).unwrap().freed;
         assert_eq!(
             slab.resolve(i, 0, Outcome::Ack).err(),
             Some(ResolveError::Unknown)
@@ -468,12 +547,12 @@ mod tests {
             slab.resolve(i, tag, Outcome::Ack).err(),
             Some(ResolveError::AlreadyResolved)
         );
-        slab.release(i);
+        slab.release(i, HELD);
         assert_eq!(slab.status_of(i), Some((tag, FREE, false)));
         // The slot is reused with the next tag; the old ticket is stale.
         let j = slab.alloc().unwrap();
         assert_eq!(i, j);
-        let tag2 = slab.prepare(j, "y".into(), false);
+        let tag2 = slab.prepare(j, "y".into(), 0, 0);
         slab.publish(j);
         assert_eq!(tag2, tag + 1);
         assert_eq!(

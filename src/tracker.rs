@@ -9,14 +9,16 @@
 use crate::flush::Carry;
 use crate::generation::{Generation, Install, ROLLOVER, ROLLOVER_RETRY};
 use crate::partition::Partitions;
-use crate::slab::{Outcome, Slab};
+use crate::slab::{Outcome, Slab, HELD, QUEUED};
 use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell, SPINS_BEFORE_PARK};
 use crate::ticket::{RawTicket, Ticket, MAX_SLOTS};
 use crate::waiter::Waiter;
+use crate::watermark::Watermarks;
 use crate::{BeginFlushError, Flush, FlushError, ResolveError, SendError};
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 /// Tracks records in flight and tells which source offsets are safe to
@@ -74,6 +76,8 @@ pub struct Tracker<P, O> {
     interrupted: AtomicBool,
     closed: AtomicBool,
     pub(crate) waiter: Waiter,
+    /// Per-partition watermark queues, on a tracker built with them.
+    pub(crate) watermarks: Option<Watermarks>,
 }
 
 // SAFETY: the tracker shares `P` (partition index snapshots) and `O` (slot
@@ -100,7 +104,7 @@ where
     /// assert_eq!(tracker.in_flight(), 0);
     /// ```
     pub fn new() -> Self {
-        Self::build(None)
+        Self::build(None, false)
     }
 
     /// A tracker that holds at most `max_in_flight` unresolved records: a
@@ -117,10 +121,27 @@ where
     /// let _c = tracker.send(0_u8, 3_u32).unwrap();
     /// ```
     pub fn with_capacity(max_in_flight: usize) -> Self {
-        Self::build(Some(max_in_flight.min(MAX_SLOTS)))
+        Self::build(Some(max_in_flight.min(MAX_SLOTS)), false)
     }
 
-    fn build(capacity: Option<usize>) -> Self {
+    /// A [`Builder`] for a tracker with options: a capacity, and
+    /// [watermarks](Builder::watermarks).
+    ///
+    /// ```
+    /// let tracker: inflight::Tracker<&str, u64> =
+    ///     inflight::Tracker::builder().capacity(10_000).watermarks().build();
+    /// assert_eq!(tracker.capacity(), Some(10_000));
+    /// assert!(tracker.has_watermarks());
+    /// ```
+    pub fn builder() -> Builder<P, O> {
+        Builder {
+            capacity: None,
+            watermarks: false,
+            _types: PhantomData,
+        }
+    }
+
+    pub(crate) fn build(capacity: Option<usize>, watermarks: bool) -> Self {
         // SAFETY: the generation is not shared with anyone yet.
         let first = Owned::new(Generation::new(0)).into_shared(unsafe { epoch::unprotected() });
         Self {
@@ -137,6 +158,7 @@ where
             interrupted: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             waiter: Waiter::new(),
+            watermarks: watermarks.then(Watermarks::new),
         }
     }
 
@@ -177,8 +199,15 @@ where
             return Err(SendError::Full(partition, offset));
         };
         // Held in advance: once the partition cell points at the slot, a
-        // newer record may release the hold at any moment.
-        let tag = self.slots.prepare(index, offset, true);
+        // newer record may release the hold at any moment; and queued, on a
+        // watermark tracker, until the watermark passes it.
+        let holds = if self.watermarks.is_some() {
+            HELD | QUEUED
+        } else {
+            HELD
+        };
+        // `number` < MAX_PARTITIONS < 2^32.
+        let tag = self.slots.prepare(index, offset, number as u32, holds);
 
         let (generation, entry) = self.enter(&guard);
 
@@ -193,7 +222,7 @@ where
             if generation.leave() {
                 self.waiter.wake();
             }
-            self.slots.unhold_prepared(index);
+            self.slots.unhold_prepared(index, holds);
             let offset = self.slots.unprepare(index);
             self.return_permit();
             return Err(SendError::Closed(partition, offset));
@@ -202,9 +231,13 @@ where
         self.slots
             .set_generation(index, generation as *const Generation as *const ());
         match generation.install(number, entry, index) {
-            Install::Installed(Some(displaced)) => self.slots.release(displaced),
+            Install::Installed(Some(displaced)) => self.slots.release(displaced, HELD),
             Install::Installed(None) => {}
-            Install::Superseded => self.slots.unhold_prepared(index),
+            Install::Superseded => self.slots.unhold_prepared(index, HELD),
+        }
+        if let Some(watermarks) = &self.watermarks {
+            // Before publishing: the record's resolution must find it linked.
+            watermarks.link(&self.slots, number, index, tag);
         }
         self.slots.publish(index);
 
@@ -366,12 +399,26 @@ where
         if ticket.tracker != self.id {
             return Err(ResolveError::ForeignTracker);
         }
-        let (generation, freed) = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
+        let resolved = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
+        if let Some(watermarks) = &self.watermarks {
+            self.return_permit();
+            // The record stays queued (so not freed) and live in its
+            // generation until the watermark passes it; the advance (ours or
+            // the thread's already advancing) counts it out of both.
+            debug_assert!(!resolved.freed);
+            watermarks.advance(&self.slots, resolved.partition as usize, |g, n, failed| {
+                if g.leave_many(n, failed) {
+                    self.waiter.wake();
+                }
+            });
+            return Ok(());
+        }
+        let freed = resolved.freed;
         // SAFETY: `resolve` read the pointer while the record was LIVE and
         // its CAS proved it is this record's generation. The generation is
         // alive: this record still counts in its `live` until our `leave`
         // below, and a generation is freed only after its `live` reached zero.
-        let generation = unsafe { &*(generation as *const Generation) };
+        let generation = unsafe { &*(resolved.generation as *const Generation) };
         if outcome == Outcome::Fail {
             generation.add_failed();
         }
@@ -709,6 +756,61 @@ impl<P, O> Tracker<P, O> {
     pub(crate) fn end_flush(&self) {
         // Release: hands the carry to the next `begin_flush` (Acquire).
         self.flushing.store(false, Ordering::Release);
+    }
+}
+
+/// Builds a [`Tracker`] with options; from [`Tracker::builder`].
+///
+/// ```
+/// use inflight::Tracker;
+/// let plain: Tracker<u32, u64> = Tracker::builder().build();
+/// assert!(!plain.has_watermarks() && plain.capacity().is_none());
+/// ```
+#[must_use = "a builder does nothing until `build`"]
+pub struct Builder<P, O> {
+    capacity: Option<usize>,
+    watermarks: bool,
+    _types: PhantomData<fn() -> (P, O)>,
+}
+
+impl<P, O> Builder<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Bounds the records in flight, as [`Tracker::with_capacity`] does.
+    pub fn capacity(mut self, max_in_flight: usize) -> Self {
+        self.capacity = Some(max_in_flight.min(MAX_SLOTS));
+        self
+    }
+
+    /// Keeps a watermark per partition, for [`Tracker::committable`]: the
+    /// offset of the latest record such that it and every earlier record of
+    /// its partition were acked, available at any moment without a flush.
+    ///
+    /// It costs each record a place in its partition's queue (one more
+    /// atomic swap per send, and an advance per resolution), so it is off
+    /// unless asked for. On such a tracker a record counts as in flight
+    /// ([`in_flight`](Tracker::in_flight), [`drain`](Tracker::drain),
+    /// [`Flush::pending`]) until the watermark has passed it: an acked
+    /// record behind an unacked one of its partition is still counted.
+    pub fn watermarks(mut self) -> Self {
+        self.watermarks = true;
+        self
+    }
+
+    /// The tracker.
+    pub fn build(self) -> Tracker<P, O> {
+        Tracker::build(self.capacity, self.watermarks)
+    }
+}
+
+impl<P, O> fmt::Debug for Builder<P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("capacity", &self.capacity)
+            .field("watermarks", &self.watermarks)
+            .finish()
     }
 }
 

@@ -48,7 +48,17 @@ const PARTITIONS: u64 = 4;
 
 #[test]
 fn steady_state_send_and_ack_allocate_nothing() {
-    let tracker = inflight::Tracker::new();
+    steady_state(inflight::Tracker::new());
+}
+
+/// With watermarks too: records queue and leave their partition's queue,
+/// and the slots they free are reused.
+#[test]
+fn steady_state_send_and_ack_allocate_nothing_with_watermarks() {
+    steady_state(inflight::Tracker::builder().watermarks().build());
+}
+
+fn steady_state(tracker: inflight::Tracker<u64, u64>) {
     // Warm up: slot pages, partition index, thread registrations, one flush.
     let mut tickets = Vec::with_capacity(64);
     let mut rest = Vec::with_capacity(32);

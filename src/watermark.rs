@@ -1,0 +1,502 @@
+//! Watermarks: per partition, the offset of the longest acked prefix, ready
+//! to commit at any moment, without a barrier.
+//!
+//! This module owns each partition's watermark queue and its untaken mark.
+//! The tracker links a record into its partition's queue when it sends it
+//! and asks for an advance when it resolves it; `committable` takes marks.
+//!
+//! # The queue
+//!
+//! Each partition's records form a singly linked queue in send order,
+//! threaded through the slots' `next_queued` links (an intrusive
+//! multi-producer queue after Vyukov): a send swaps itself into `tail`, which
+//! gives it its place, then stores itself into its predecessor's link (or the
+//! partition's `first`, when the predecessor is the queue's stub). Every
+//! queued record carries the `QUEUED` hold, so its slot, offset and link
+//! stay put until the watermark has moved past it.
+//!
+//! ```text
+//!            head (passed)      queued, in send order            tail
+//!                │                                                 │
+//!   stub ──▶ [r4 ACKED] ──▶ [r5 LIVE] ──▶ [r6 ACKED] ──▶ [r7 LIVE]◀─┘
+//!            watermark = r4's offset; r6 waits behind r5
+//! ```
+//!
+//! # Advancing
+//!
+//! `head` is the last record the watermark passed (the stub at first). To
+//! advance is to follow `head`'s link while the next record is resolved:
+//! each step passes one record, drops its predecessor's `QUEUED` hold, and
+//! makes an acked record the new watermark. A failed record stops the
+//! partition's watermark for good (`stopped`); the advance still passes
+//! records after it, so their slots are reclaimed, but never again marks one.
+//!
+//! One thread at a time advances a partition. Every resolution adds one to
+//! the partition's `work` word; the thread whose add found it zero advances,
+//! then tries to put `work` back to zero with a CAS from the value it last
+//! saw. A resolution that lands meanwhile makes that CAS fail, and the
+//! advancer goes round again, so no resolution's advance is lost, and no
+//! resolver ever waits: it either advances or leaves the work to the thread
+//! that is advancing.
+//!
+//! # Marks, and what the advance does with the generation counts
+//!
+//! The newest watermark record not yet taken by `committable` sits in
+//! `mark` with the `MARKED` hold; publishing a newer one swaps it in and
+//! drops the hold on the older. `committable` swaps the mark out, so each
+//! advance is taken exactly once, by one caller.
+//!
+//! On a tracker with watermarks a resolution does not leave its generation
+//! (see `generation`): the advance does, when it passes the record, and only
+//! after it has published the mark that covers it. So a record counts as in
+//! flight until the watermark has passed it, and once `drain` (or a flush)
+//! sees nothing in flight, `committable` returns everything.
+
+use crate::generation::Generation;
+use crate::pages::Pages;
+use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
+use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, UnsafeCell};
+use crate::Tracker;
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// A queued record: `tag << 32 | (slot + 1)`. Never 0, which stands for the
+/// stub (as `head`/`tail`) or for "no link yet" (as a link).
+pub(crate) fn node(index: usize, tag: u32) -> u64 {
+    (u64::from(tag) << 32) | (index as u64 + 1)
+}
+
+fn index_of(node: u64) -> usize {
+    (node & 0xffff_ffff) as usize - 1
+}
+
+/// One partition's queue and mark.
+pub(crate) struct Queue {
+    /// The last record queued; 0 (the stub) before the first.
+    tail: AtomicU64,
+    /// The stub's link: the partition's first record, 0 until it links.
+    first: AtomicU64,
+    /// Records ever queued.
+    sent: AtomicU64,
+    /// Advance requests; see the module docs.
+    work: AtomicU64,
+    /// The last record passed; 0 (the stub) before the first. Only the
+    /// thread that holds `work` touches it.
+    head: UnsafeCell<u64>,
+    /// Records passed. Written only by the advancer.
+    passed: AtomicU64,
+    /// Acked records passed under the watermark and not yet counted by
+    /// `committable`.
+    unreported: AtomicU64,
+    /// A failed record was passed: the watermark never moves again.
+    stopped: AtomicBool,
+    /// The newest untaken watermark record (holding `MARKED`), or 0.
+    mark: AtomicU64,
+}
+
+impl Queue {
+    fn new() -> Self {
+        Self {
+            tail: AtomicU64::new(0),
+            first: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            work: AtomicU64::new(0),
+            head: UnsafeCell::new(0),
+            passed: AtomicU64::new(0),
+            unreported: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            mark: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A partition's numbers, for the statistics.
+pub(crate) struct Backlog {
+    /// Records queued and not yet passed: in flight, or acked behind one that
+    /// is.
+    pub(crate) records: u64,
+    /// A failed record stopped the partition's watermark.
+    pub(crate) stopped: bool,
+}
+
+pub(crate) struct Watermarks {
+    queues: Pages<CachePadded<Queue>, 16, 20>,
+}
+
+impl Watermarks {
+    pub(crate) fn new() -> Self {
+        Self {
+            queues: Pages::new(),
+        }
+    }
+
+    /// Queues a prepared record (holding `QUEUED`, not yet published) at the
+    /// end of its partition's queue. Call before publishing the record, so
+    /// that its resolution always finds it linked.
+    pub(crate) fn link<O>(&self, slots: &Slab<O>, partition: usize, index: usize, tag: u32) {
+        let queue = self
+            .queues
+            .get_or_alloc(partition, || CachePadded::new(Queue::new()));
+        // Relaxed: a statistic; `passed` never overtakes it because a record
+        // is counted here before it can be passed.
+        queue.sent.fetch_add(1, Ordering::Relaxed);
+        let me = node(index, tag);
+        // AcqRel: Release hands our slot's reset link (`next_queued` = 0,
+        // written at prepare) to the next sender, who stores into it;
+        // Acquire sees our predecessor's reset link before we store into it.
+        let previous = queue.tail.swap(me, Ordering::AcqRel);
+        let link = if previous == 0 {
+            &queue.first
+        } else {
+            // The predecessor is still queued (its successor, us, is not yet
+            // linked, so the watermark cannot have moved past it): its slot
+            // is held and cannot be reused.
+            &slots.slot_of(index_of(previous)).next_queued
+        };
+        // Release: publishes our prepared slot (value, partition, state) to
+        // the advancer that follows this link (Acquire).
+        link.store(me, Ordering::Release);
+    }
+
+    /// Advances `partition`'s watermark past every resolved record at the
+    /// front of its queue, or leaves that to the thread already doing it.
+    /// `leave(generation, n, failed)` removes `n` passed records, `failed`
+    /// of them failed, from a generation's live count.
+    pub(crate) fn advance<O>(
+        &self,
+        slots: &Slab<O>,
+        partition: usize,
+        leave: impl Fn(&Generation, u64, u64),
+    ) {
+        let Some(queue) = self.queues.get(partition) else {
+            return; // cannot happen: the record was linked into it
+        };
+        // AcqRel: Release hands this resolution to whoever advances (their
+        // Acquire on `work`); Acquire, when we become the advancer, takes
+        // `head` from the previous advancer's Release reset.
+        let mut seen = queue.work.fetch_add(1, Ordering::AcqRel);
+        if seen != 0 {
+            return; // the advancer will see our add and go round again
+        }
+        seen = 1;
+        loop {
+            advance_once(queue, slots, &leave);
+            // AcqRel: Release hands `head` to the next advancer; Acquire (on
+            // failure) sees the resolutions of the adds that beat us.
+            match queue
+                .work
+                .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Takes the untaken mark of every partition: `f(partition, offset)`
+    /// for each, then drops the mark's hold. Also returns, through
+    /// `records`, how many acked records the taken advances cover.
+    pub(crate) fn take<O>(&self, slots: &Slab<O>, mut f: impl FnMut(usize, &O)) -> u64 {
+        let mut records = 0;
+        self.queues.for_each(|partition, queue| {
+            // Relaxed: a cheap look; the swap below decides.
+            if queue.mark.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            // AcqRel: Acquire takes the mark (and its slot's offset) from the
+            // advancer's Release swap; Release is for symmetry with it.
+            let mark = queue.mark.swap(0, Ordering::AcqRel);
+            // Relaxed: a statistic, published with the mark we just took.
+            records += queue.unreported.swap(0, Ordering::Relaxed);
+            if mark != 0 {
+                let index = index_of(mark);
+                // SAFETY: we own the MARKED hold we swapped out, so the slot
+                // keeps its (acked) value until we release it below.
+                f(partition, unsafe { slots.slot_of(index).value() });
+                slots.release(index, MARKED);
+            }
+        });
+        records
+    }
+
+    /// Calls `f(partition, backlog)` for each partition with a queue. A
+    /// moment's snapshot: each counter is read once, without a lock.
+    pub(crate) fn backlogs(&self, mut f: impl FnMut(usize, Backlog)) {
+        self.queues.for_each(|partition, queue| {
+            // Relaxed, all three: statistics. `passed` first: both only grow,
+            // so reading it before `sent` never makes the difference
+            // negative for a queue at rest.
+            let passed = queue.passed.load(Ordering::Relaxed);
+            let sent = queue.sent.load(Ordering::Relaxed);
+            let stopped = queue.stopped.load(Ordering::Relaxed);
+            f(
+                partition,
+                Backlog {
+                    records: sent.saturating_sub(passed),
+                    stopped,
+                },
+            );
+        });
+    }
+}
+
+/// One pass of the advance: moves `head` over every resolved record at the
+/// front of the queue. Only the holder of `work` calls it.
+fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, u64, u64)) {
+    // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
+    // on `work` order one holder's accesses before the next one's.
+    let mut head = queue.head.with(|h| unsafe { *h });
+    // Relaxed: only advancers write it, and we are the advancer.
+    let mut stopped = queue.stopped.load(Ordering::Relaxed);
+    // The newest passed acked record, not yet published as the mark. It is
+    // always `head` when set.
+    let mut candidate = 0_u64;
+    // Passed records whose generation count we have yet to decrement, all of
+    // one generation: (generation, how many, how many failed).
+    let mut group: Option<(*const (), u64, u64)> = None;
+    let (mut passed, mut marked) = (0_u64, 0_u64);
+    loop {
+        let link = if head == 0 {
+            &queue.first
+        } else {
+            &slots.slot_of(index_of(head)).next_queued
+        };
+        // Acquire: pairs with the sender's Release store of the link.
+        let next = link.load(Ordering::Acquire);
+        if next == 0 {
+            break; // the end, or a sender between its swap and its link
+        }
+        let slot = slots.slot_of(index_of(next));
+        // Acquire (inside `state`): pairs with the resolution's Release CAS.
+        let status = status_of_state(slot.state());
+        // Mutant `skip_unacked` (loom suite only): the watermark passes
+        // records that are not yet resolved.
+        #[cfg(inflight_mutant = "skip_unacked")]
+        let status = if status == crate::slab::LIVE {
+            ACKED
+        } else {
+            status
+        };
+        if status != ACKED && status != FAILED {
+            break; // LIVE, or prepared and not yet published
+        }
+        let generation = slot.generation();
+        // Before the group changes generation, publish the mark that covers
+        // the group's records: their generation may drain on our decrement,
+        // and whoever sees it drained must find the mark.
+        if let Some((current, count, failed)) = group {
+            if current != generation {
+                if candidate != 0 {
+                    publish(queue, slots, candidate, &mut marked);
+                    candidate = 0;
+                }
+                // SAFETY: the group's records are counted live in it until
+                // this decrement, so the generation is alive.
+                leave(unsafe { &*(current as *const Generation) }, count, failed);
+                group = None;
+            }
+        }
+        let failed = u64::from(status == FAILED);
+        group = Some(match group {
+            Some((g, count, f)) => (g, count + 1, f + failed),
+            None => (generation, 1, failed),
+        });
+        if status == FAILED && !stopped {
+            stopped = true;
+            // Relaxed: a statistic; the advancer re-reads its own writes.
+            queue.stopped.store(true, Ordering::Relaxed);
+            if candidate != 0 {
+                // `head` is the last good watermark: publish it before the
+                // step below drops its queue hold.
+                publish(queue, slots, candidate, &mut marked);
+                candidate = 0;
+            }
+        }
+        if head != 0 {
+            slots.release(index_of(head), QUEUED);
+        }
+        head = next;
+        passed += 1;
+        if !stopped {
+            candidate = next;
+            marked += 1;
+        }
+    }
+    if candidate != 0 {
+        publish(queue, slots, candidate, &mut marked);
+    }
+    debug_assert_eq!(marked, 0, "every marked record is covered by a mark");
+    if passed != 0 {
+        // Relaxed: a statistic. Only the advancer writes it.
+        let total = queue.passed.load(Ordering::Relaxed) + passed;
+        queue.passed.store(total, Ordering::Relaxed);
+    }
+    // SAFETY: as above.
+    queue.head.with_mut(|h| unsafe { *h = head });
+    if let Some((generation, count, failed)) = group {
+        // SAFETY: as above.
+        leave(
+            unsafe { &*(generation as *const Generation) },
+            count,
+            failed,
+        );
+    }
+}
+
+/// Makes `candidate` (the advancer's `head`, so still queued and held) the
+/// partition's mark, dropping the hold on the mark it replaces. `marked`
+/// acked records, now covered by it, move to the `unreported` count.
+fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u64, marked: &mut u64) {
+    // Relaxed: published to `committable` with the mark, by the swap below.
+    queue
+        .unreported
+        .fetch_add(std::mem::take(marked), Ordering::Relaxed);
+    slots.mark(index_of(candidate));
+    // AcqRel: Release publishes the marked slot (and its acked value) to
+    // `committable`'s Acquire swap; Acquire takes over the replaced mark.
+    let replaced = queue.mark.swap(candidate, Ordering::AcqRel);
+    if replaced != 0 {
+        slots.release(index_of(replaced), MARKED);
+    }
+}
+
+/// What [`Tracker::committable_with_stats`] returns: the advanced watermarks
+/// and the numbers Kafka's `CommittableOffsets` reports beside them.
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::builder().watermarks().build();
+/// let a = tracker.send("p", 1_u64).unwrap();
+/// let b = tracker.send("p", 2_u64).unwrap();
+/// let c = tracker.send("q", 7_u64).unwrap();
+/// tracker.ack(b).unwrap(); // waits behind a
+/// tracker.ack(c).unwrap();
+/// let now = tracker.committable_with_stats();
+/// assert_eq!(now.offsets.get("q"), Some(&7));
+/// assert!(!now.offsets.contains_key("p"));
+/// assert_eq!(now.committable_records, 1);    // c
+/// assert_eq!(now.uncommittable_records, 2);  // a, and b behind it
+/// assert_eq!(now.partitions_in_flight, 1);
+/// assert_eq!(now.largest_backlog, Some(("p", 2)));
+/// # tracker.ack(a).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Committable<P, O> {
+    /// For each partition whose watermark advanced since the previous call,
+    /// its new watermark, as [`Tracker::committable`] returns them.
+    pub offsets: HashMap<P, O>,
+    /// Acked records newly behind the watermarks: those the advances in
+    /// `offsets` cover.
+    pub committable_records: u64,
+    /// Records not yet behind their partition's watermark: in flight, or
+    /// acked but waiting behind an earlier record that is not.
+    pub uncommittable_records: u64,
+    /// Partitions with at least one such record.
+    pub partitions_in_flight: usize,
+    /// The partition with the most such records, and how many; `None` when
+    /// there are none.
+    pub largest_backlog: Option<(P, u64)>,
+    /// Partitions whose watermark a failed record stopped for good: restart
+    /// them from their committed offsets.
+    pub stopped: Vec<P>,
+}
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Takes the watermarks that advanced since the previous call: for each
+    /// such partition, the offset of the latest record such that it and
+    /// every earlier record of that partition (in send order) were acked.
+    ///
+    /// Merge the result into the offsets you store, later calls winning (as
+    /// Kafka's `updatedWith` does); a partition that did not advance is
+    /// absent. Callable at any moment while sends and acks go on, from any
+    /// thread: it never blocks, and concurrent callers never receive the
+    /// same advance twice nor lose one (each advance goes to exactly one
+    /// call; if two calls may run at once, merge their results in the order
+    /// the calls returned, or from one thread).
+    ///
+    /// A failed record stops its own partition's watermark for good (see
+    /// [`Committable::stopped`]) and no other partition's. Needs a tracker
+    /// built with [`Builder::watermarks`](crate::Builder::watermarks); on any other it returns an empty
+    /// map.
+    ///
+    /// ```
+    /// use inflight::Tracker;
+    /// let tracker = Tracker::builder().watermarks().build();
+    /// let t1 = tracker.send("orders", 10_u64).unwrap();
+    /// let t2 = tracker.send("orders", 11_u64).unwrap();
+    /// let t3 = tracker.send("orders", 12_u64).unwrap();
+    /// tracker.ack(t1).unwrap();
+    /// tracker.ack(t3).unwrap();                      // 12 waits behind 11
+    /// assert_eq!(tracker.committable()["orders"], 10);
+    /// assert!(tracker.committable().is_empty());     // nothing new
+    /// tracker.ack(t2).unwrap();
+    /// assert_eq!(tracker.committable()["orders"], 12);
+    /// ```
+    pub fn committable(&self) -> HashMap<P, O> {
+        let Some(watermarks) = &self.watermarks else {
+            return HashMap::new();
+        };
+        let mut offsets = HashMap::new();
+        watermarks.take(&self.slots, |number, offset| {
+            if let Some(partition) = self.partitions.key(number) {
+                offsets.insert(partition.clone(), offset.clone());
+            }
+        });
+        offsets
+    }
+
+    /// [`committable`](Self::committable), with statistics about what is
+    /// not committable yet. The statistics are a moment's snapshot, read
+    /// without stopping sends and acks.
+    pub fn committable_with_stats(&self) -> Committable<P, O> {
+        let mut result = Committable {
+            offsets: HashMap::new(),
+            committable_records: 0,
+            uncommittable_records: 0,
+            partitions_in_flight: 0,
+            largest_backlog: None,
+            stopped: Vec::new(),
+        };
+        let Some(watermarks) = &self.watermarks else {
+            return result;
+        };
+        result.committable_records = watermarks.take(&self.slots, |number, offset| {
+            if let Some(partition) = self.partitions.key(number) {
+                result.offsets.insert(partition.clone(), offset.clone());
+            }
+        });
+        let mut largest: Option<(usize, u64)> = None;
+        watermarks.backlogs(|number, backlog| {
+            if backlog.stopped {
+                if let Some(partition) = self.partitions.key(number) {
+                    result.stopped.push(partition.clone());
+                }
+            }
+            if backlog.records == 0 {
+                return;
+            }
+            result.uncommittable_records += backlog.records;
+            result.partitions_in_flight += 1;
+            if largest.is_none_or(|(_, most)| backlog.records > most) {
+                largest = Some((number, backlog.records));
+            }
+        });
+        result.largest_backlog = largest
+            .and_then(|(number, records)| Some((self.partitions.key(number)?.clone(), records)));
+        result
+    }
+
+    /// Whether the tracker keeps watermarks ([`Builder::watermarks`](crate::Builder::watermarks)).
+    ///
+    /// ```
+    /// assert!(!inflight::Tracker::<u8, u8>::new().has_watermarks());
+    /// ```
+    pub fn has_watermarks(&self) -> bool {
+        self.watermarks.is_some()
+    }
+}
