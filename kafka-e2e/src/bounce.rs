@@ -1,14 +1,16 @@
 //! The clean-bounce scenario against a broker.
 //!
-//! The driver starts worker processes one after the other and stops each
-//! one cleanly (a stop line on its stdin: final flush, commit, exit) or
-//! hard (SIGKILL), at a moment chosen by counting the commits the worker
-//! reports on its stdout, never by sleeping. Before each start it notes the
-//! data topic's high watermarks and the committed offsets. At the end it
-//! reads the whole data topic back and checks, per source partition: no
-//! sequence number missing (including any committed one), no duplicate in
-//! a run that followed a clean stop, and after a hard stop duplicates only
-//! past the offsets committed before it.
+//! The driver starts worker processes one after the other (run 0, 1, …)
+//! and stops each one cleanly (a stop line on its stdin: final flush,
+//! commit, exit) or hard (SIGKILL), at a moment chosen by counting the
+//! commits the worker reports on its stdout, never by sleeping. Before each
+//! start it reads the committed offsets back. Each record carries the
+//! number of the run that produced it. At the end the driver reads the
+//! whole data topic back and checks, per source partition: no sequence
+//! number missing (including any committed one); a record produced again by
+//! a later run only if the run before ended hard (a clean stop commits
+//! everything it sent), and then only past the offsets committed before
+//! the later run started.
 
 use crate::kafka;
 use crate::offsets::{self, Offsets};
@@ -31,7 +33,10 @@ pub struct Report {
     /// Hard-bounce duplicates at or before the offsets committed before the
     /// bounce: something was committed that should not have been.
     pub misplaced_duplicates: usize,
-    /// Records that are not `<partition> <seq>` on the partition they name.
+    /// Records produced twice by the same run (a producer retry).
+    pub retry_duplicates: usize,
+    /// Records that are not `<partition> <seq> <run>` on the partition
+    /// they name.
     pub malformed: usize,
     pub failed_final_commits: usize,
     pub commits: usize,
@@ -57,12 +62,10 @@ impl Report {
     }
 }
 
-/// Where a run started: the data topic's end per partition, the committed
-/// offsets, and whether the run before it ended hard.
-struct RunStart {
-    watermarks: Vec<i64>,
+/// A run: the offsets committed when it started, and how it ended.
+struct Run {
     committed: Offsets,
-    after_hard: bool,
+    hard_stop: bool,
 }
 
 /// Bounces `clean + hard` workers (hard ones at shuffled places, the last
@@ -94,25 +97,24 @@ pub fn drive(
         plan.push(false);
     }
 
-    let partitions = config.partitions as i32;
     let mut report = Report::default();
     let mut runs = Vec::new();
-    let mut after_hard = false;
     for (i, &hard_stop) in plan.iter().enumerate() {
-        runs.push(RunStart {
-            watermarks: kafka::high_watermarks(&config.brokers, &config.data_topic, partitions)?,
+        runs.push(Run {
             committed: offsets::read(
                 &config.brokers,
                 &config.offsets_topic,
                 &config.name,
                 Duration::from_secs(30),
             )?,
-            after_hard,
+            hard_stop,
         });
         // Stop after this many commits: a hard stop at a random one.
         let commits = if hard_stop { 1 + next(6) } else { 3 } as usize;
         let started = Instant::now();
-        let mut child = launch(config)?;
+        let mut config = config.clone();
+        config.run = i as u32;
+        let mut child = launch(&config)?;
         let stdout = child
             .stdout
             .take()
@@ -162,7 +164,6 @@ pub fn drive(
             report.clean += 1;
         }
         report.worker_time += started.elapsed();
-        after_hard = hard_stop;
     }
     let committed = offsets::read(
         &config.brokers,
@@ -177,60 +178,70 @@ pub fn drive(
 /// Reads the data topic and fills in records, duplicates and missing.
 fn verify(
     config: &Config,
-    runs: &[RunStart],
+    runs: &[Run],
     committed: &Offsets,
     report: &mut Report,
 ) -> Result<(), Error> {
-    let partitions = config.partitions as i32;
     let records = kafka::read_topic(
         &config.brokers,
         &config.data_topic,
-        partitions,
+        config.partitions as i32,
         Duration::from_secs(120),
     )?;
-    let mut seen: HashMap<u32, Vec<bool>> = HashMap::new();
+    // Per source partition and sequence number: the runs that produced it.
+    let mut producers: HashMap<u32, Vec<Vec<u32>>> = HashMap::new();
     for record in &records {
         let text = record.payload.as_deref().map(String::from_utf8_lossy);
         let parsed = text.as_deref().and_then(|t| {
-            let (p, seq) = t.split_once(' ')?;
-            Some((p.parse::<u32>().ok()?, seq.parse::<u64>().ok()?))
+            let mut fields = t.split(' ');
+            let p = fields.next()?.parse::<u32>().ok()?;
+            let seq = fields.next()?.parse::<u64>().ok()?;
+            let run = fields.next()?.parse::<u32>().ok()?;
+            Some((p, seq, run)).filter(|_| fields.next().is_none())
         });
-        let Some((p, seq)) = parsed.filter(|&(p, _)| p as i32 == record.partition) else {
+        let Some((p, seq, run)) = parsed
+            .filter(|&(p, _, run)| p as i32 == record.partition && (run as usize) < runs.len())
+        else {
             report.malformed += 1;
             continue;
         };
         report.records += 1;
-        // The run that wrote it: the last one that started below its offset.
-        let run = runs
-            .iter()
-            .rposition(|r| r.watermarks[record.partition as usize] <= record.offset)
-            .unwrap_or(0);
-        let flags = seen.entry(p).or_default();
-        if flags.len() <= seq as usize {
-            flags.resize(seq as usize + 1, false);
+        let seqs = producers.entry(p).or_default();
+        if seqs.len() <= seq as usize {
+            seqs.resize(seq as usize + 1, Vec::new());
         }
-        if std::mem::replace(&mut flags[seq as usize], true) {
-            let start = &runs[run];
-            if !start.after_hard {
-                report.clean_duplicates += 1;
-            } else {
-                report.hard_duplicates += 1;
-                if start.committed.get(&p).is_some_and(|&c| seq <= c) {
-                    report.misplaced_duplicates += 1;
+        seqs[seq as usize].push(run);
+    }
+    // Every committed record must be there too.
+    for (&p, &c) in committed {
+        let seqs = producers.entry(p).or_default();
+        if seqs.len() <= c as usize {
+            seqs.resize(c as usize + 1, Vec::new());
+        }
+    }
+    for (&p, seqs) in &producers {
+        for (seq, by) in (0_u64..).zip(seqs) {
+            let mut by = by.clone();
+            by.sort_unstable();
+            if by.is_empty() {
+                report.missing += 1;
+            }
+            for pair in by.windows(2) {
+                let (earlier, later) = (pair[0] as usize, pair[1] as usize);
+                if earlier == later {
+                    report.retry_duplicates += 1;
+                } else if !runs[earlier].hard_stop {
+                    // The earlier run's final commit covered it, or its
+                    // stop failed (counted on its own).
+                    report.clean_duplicates += 1;
+                } else {
+                    report.hard_duplicates += 1;
+                    if runs[later].committed.get(&p).is_some_and(|&c| seq <= c) {
+                        report.misplaced_duplicates += 1;
+                    }
                 }
             }
         }
     }
-    // Every committed record must be there too.
-    for (&p, &c) in committed {
-        let flags = seen.entry(p).or_default();
-        if flags.len() <= c as usize {
-            flags.resize(c as usize + 1, false);
-        }
-    }
-    report.missing = seen
-        .values()
-        .map(|flags| flags.iter().filter(|&&f| !f).count())
-        .sum();
     Ok(())
 }

@@ -107,6 +107,7 @@ fn run_bounce(options: &HashMap<String, String>) -> Result<bool, Error> {
             .args(["--offsets-topic", &config.offsets_topic])
             .args(["--name", &config.name])
             .args(["--rate", &config.records_per_sec.to_string()])
+            .args(["--run", &config.run.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -130,6 +131,12 @@ fn run_bounce(options: &HashMap<String, String>) -> Result<bool, Error> {
         println!(
             "duplicates at or before a committed offset: {}",
             report.misplaced_duplicates
+        );
+    }
+    if report.retry_duplicates > 0 {
+        println!(
+            "records written twice by one run (producer retries): {}",
+            report.retry_duplicates
         );
     }
     if report.malformed > 0 {
@@ -161,8 +168,8 @@ fn throughput(options: &HashMap<String, String>) -> Result<bool, Error> {
     config.records_per_sec = 0;
     config.limit = Some(records);
     config.create_topics()?;
-    let started = Instant::now();
     let (worker, events) = Worker::start(config)?;
+    let started = Instant::now();
     // The source stops by itself after `records`; wait for it to have sent
     // them all and for them to be acked, through the commits it reports.
     let mut commits = 0;
@@ -193,7 +200,7 @@ fn throughput(options: &HashMap<String, String>) -> Result<bool, Error> {
         .map_err(|e| Error::Other(format!("final commit: {e}")))?;
     let committed: u64 = final_commit.values().map(|&seq| seq + 1).sum();
     println!(
-        "throughput: {} records sent, {} acked by delivery callbacks, {committed} committed in {commits} commits, {:.2?}: {:.0} records/s",
+        "throughput: {} records sent, {} acked by delivery callbacks, {committed} committed in {commits} commits (flush, offsets written, commit), in {:.2?}: {:.0} records/s",
         stop.sent,
         stop.acked,
         took,
@@ -214,6 +221,7 @@ fn worker(options: &HashMap<String, String>) -> Result<bool, Error> {
     config.data_topic = option(options, "data-topic", None)?;
     config.offsets_topic = option(options, "offsets-topic", None)?;
     config.records_per_sec = option(options, "rate", Some(config.records_per_sec))?;
+    config.run = option(options, "run", Some(0))?;
     let (worker, events) = Worker::start(config)?;
     let printer = std::thread::spawn(move || {
         let mut commits = 0;

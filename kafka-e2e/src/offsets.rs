@@ -59,6 +59,7 @@ impl OffsetStore {
         let (tx, rx) = mpsc::channel();
         let producer = client_config(brokers)
             .set("linger.ms", "0")
+            .set("max.in.flight.requests.per.connection", "1")
             // A write that cannot be delivered within this fails, and with
             // it the commit; the next commit writes newer offsets anyway.
             .set("message.timeout.ms", "5000")

@@ -3,9 +3,10 @@
 //! stores committed offsets in an offsets topic.
 //!
 //! Three threads of its own (plus librdkafka's):
-//! - the *source* sends, per source partition `p`, the records `p 0`,
-//!   `p 1`, … (resuming after the committed offsets) to partition `p` of
-//!   the data topic, each with a fresh ticket as its delivery opaque;
+//! - the *source* sends, per source partition `p`, the records `p 0 r`,
+//!   `p 1 r`, … (`r`: the run number; resuming after the committed offsets)
+//!   to partition `p` of the data topic, each with a fresh ticket as its
+//!   delivery opaque;
 //! - the producer's *polling thread* runs [`Deliveries::delivery`], which
 //!   acks the ticket when the broker has the record and fails it when its
 //!   delivery failed for good;
@@ -82,6 +83,9 @@ pub struct Config {
     /// How long a clean stop may take to drain and commit.
     pub stop_deadline: Duration,
     pub fault: Option<Fault>,
+    /// Written into each record, so that a reader knows which run (of the
+    /// bounce scenario) produced it.
+    pub run: u32,
 }
 
 impl Config {
@@ -99,6 +103,7 @@ impl Config {
             flush_timeout: Duration::from_secs(2),
             stop_deadline: Duration::from_secs(10),
             fault: None,
+            run: 0,
         }
     }
 
@@ -433,7 +438,7 @@ impl Source {
                     }
                 };
                 let fault = self.config.fault.as_ref().filter(|f| f.hits(p, *seq));
-                let mut payload = format!("{p} {seq}");
+                let mut payload = format!("{p} {seq} {}", self.config.run);
                 if let Some(Fault::Oversize { .. }) = fault {
                     payload.push(' ');
                     payload.push_str(&padding);

@@ -194,8 +194,9 @@ fn broker_stopped_mid_run_commits_fail_then_nothing_is_missing() {
     let (worker, events) = Worker::start(config).expect("worker starts");
 
     let mut failures = 0;
+    let mut last = Offsets::new();
     for _ in 0..3 {
-        next_commit(&events, &mut failures);
+        last = next_commit(&events, &mut failures);
     }
     assert_eq!(failures, 0, "commits failed before the broker stopped");
 
@@ -203,7 +204,6 @@ fn broker_stopped_mid_run_commits_fail_then_nothing_is_missing() {
     broker.pause().expect("SIGSTOP");
     let mut committed_while_stopped = 0;
     let mut failed_in_a_row = 0;
-    let mut last = Offsets::new();
     while failed_in_a_row < 3 {
         match next(&events, "failing commits") {
             Event::CommitFailed(e) => {
@@ -249,8 +249,9 @@ fn broker_stopped_mid_run_commits_fail_then_nothing_is_missing() {
     let mut seen: HashMap<u32, Vec<u32>> = HashMap::new();
     for record in &records {
         let text = String::from_utf8_lossy(record.payload.as_deref().unwrap_or_default());
-        let (p, seq) = text.split_once(' ').expect("<partition> <seq>");
-        let (p, seq): (u32, usize) = (p.parse().unwrap(), seq.parse().unwrap());
+        let mut fields = text.split(' ');
+        let mut field = || fields.next().expect("<partition> <seq> <run>");
+        let (p, seq): (u32, usize) = (field().parse().unwrap(), field().parse().unwrap());
         let counts = seen.entry(p).or_default();
         if counts.len() <= seq {
             counts.resize(seq + 1, 0);
