@@ -117,7 +117,7 @@ fn run_bounce(options: &HashMap<String, String>) -> Result<bool, Error> {
     let report = bounce::drive(&config, clean, hard, seed, &launch)?;
     let seconds = report.worker_time.as_secs_f64();
     println!(
-        "{} commits in {:.1?} of worker time, {:.0} records/s produced and verified (paced at {rate}/s); whole scenario {:.1?}",
+        "{} commits in {:.1?} of worker lifetime (start-up included), {:.0} records/s produced and verified (source paced at {rate}/s); whole scenario {:.1?}",
         report.commits,
         report.worker_time,
         report.records as f64 / seconds.max(f64::MIN_POSITIVE),

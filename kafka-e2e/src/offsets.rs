@@ -59,6 +59,8 @@ impl OffsetStore {
         let (tx, rx) = mpsc::channel();
         let producer = client_config(brokers)
             .set("linger.ms", "0")
+            // Writes reach the broker in the order they were made, so
+            // that the last value per key is the newest one.
             .set("max.in.flight.requests.per.connection", "1")
             // A write that cannot be delivered within this fails, and with
             // it the commit; the next commit writes newer offsets anyway.
