@@ -69,6 +69,42 @@
 //! returning `Failed`: restart from the last committed offsets (that is
 //! at-least-once delivery).
 //!
+//! # Watermarks: committing without a barrier
+//!
+//! A barrier flush covers everything sent before it; when the sink is slower
+//! than the source, a flush that times out is merged into the next, which
+//! covers more, and offsets can stop moving altogether (Kafka's "death
+//! spiral", KAFKA-12226). A tracker built with [`Builder::watermarks`] also
+//! keeps, per partition, the offset of the longest acked prefix, and
+//! [`Tracker::committable`] hands out the ones that advanced, at any moment:
+//!
+//! ```
+//! use inflight::Tracker;
+//!
+//! let tracker = Tracker::builder().watermarks().build();
+//! let a = tracker.send("orders", 1_u64).unwrap();
+//! let b = tracker.send("orders", 2_u64).unwrap();
+//! let c = tracker.send("users", 9_u64).unwrap();
+//! tracker.ack(b).unwrap();                 // behind a: not committable yet
+//! tracker.ack(c).unwrap();
+//! let offsets = tracker.committable();     // merge into what you store
+//! assert_eq!(offsets.get("users"), Some(&9));
+//! assert!(!offsets.contains_key("orders"));
+//! tracker.ack(a).unwrap();
+//! assert_eq!(tracker.committable()["orders"], 2);
+//! ```
+//!
+//! 12. A watermark never passes a record that was not acked; each advance
+//!     is returned by exactly one `committable` call; a failed record stops
+//!     its own partition's watermark and no other.
+//! 13. [`Tracker::drain`] returns once every record sent before it is
+//!     resolved (and, with watermarks, once `committable` has them all),
+//!     honouring [`Tracker::interrupt`] and its timeout.
+//!
+//! Use the barrier flush when offsets must be committed together or the
+//! hot path must stay minimal; use watermarks when the sink can fall behind
+//! or partitions progress independently. Both work on one tracker.
+//!
 //! The design, memory layout and every memory ordering are described in
 //! [`implementation`].
 

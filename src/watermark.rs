@@ -55,7 +55,7 @@
 use crate::generation::Generation;
 use crate::pages::Pages;
 use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
-use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -121,12 +121,16 @@ pub(crate) struct Backlog {
 
 pub(crate) struct Watermarks {
     queues: Pages<CachePadded<Queue>, 16, 20>,
+    /// One more than the highest partition number with a queued record, so
+    /// that `committable` visits only queues that were used.
+    used: AtomicUsize,
 }
 
 impl Watermarks {
     pub(crate) fn new() -> Self {
         Self {
             queues: Pages::new(),
+            used: AtomicUsize::new(0),
         }
     }
 
@@ -139,7 +143,11 @@ impl Watermarks {
             .get_or_alloc(partition, || CachePadded::new(Queue::new()));
         // Relaxed: a statistic; `passed` never overtakes it because a record
         // is counted here before it can be passed.
-        queue.sent.fetch_add(1, Ordering::Relaxed);
+        if queue.sent.fetch_add(1, Ordering::Relaxed) == 0 {
+            // Release: a `committable` that sees the new bound also sees the
+            // queue's page; the record itself is published by its link.
+            self.used.fetch_max(partition + 1, Ordering::Release);
+        }
         let me = node(index, tag);
         // AcqRel: Release hands our slot's reset link (`next_queued` = 0,
         // written at prepare) to the next sender, who stores into it;
@@ -198,7 +206,7 @@ impl Watermarks {
     /// `records`, how many acked records the taken advances cover.
     pub(crate) fn take<O>(&self, slots: &Slab<O>, mut f: impl FnMut(usize, &O)) -> u64 {
         let mut records = 0;
-        self.queues.for_each(|partition, queue| {
+        self.for_each(|partition, queue| {
             // Relaxed: a cheap look; the swap below decides.
             if queue.mark.load(Ordering::Relaxed) == 0 {
                 return;
@@ -209,20 +217,32 @@ impl Watermarks {
             // Relaxed: a statistic, published with the mark we just took.
             records += queue.unreported.swap(0, Ordering::Relaxed);
             if mark != 0 {
-                let index = index_of(mark);
+                // Drops our hold even if `f` (a user `Clone`) panics.
+                let hold = MarkHold(slots, index_of(mark));
                 // SAFETY: we own the MARKED hold we swapped out, so the slot
-                // keeps its (acked) value until we release it below.
-                f(partition, unsafe { slots.slot_of(index).value() });
-                slots.release(index, MARKED);
+                // keeps its (acked) value until `hold` releases it.
+                f(partition, unsafe { slots.slot_of(hold.1).value() });
             }
         });
         records
     }
 
+    /// Calls `f` on every queue that ever held a record (and perhaps a few
+    /// unused ones numbered below them).
+    fn for_each(&self, mut f: impl FnMut(usize, &Queue)) {
+        // Acquire: pairs with the Release `fetch_max` in `link`.
+        let used = self.used.load(Ordering::Acquire);
+        for partition in 0..used {
+            if let Some(queue) = self.queues.get(partition) {
+                f(partition, queue);
+            }
+        }
+    }
+
     /// Calls `f(partition, backlog)` for each partition with a queue. A
     /// moment's snapshot: each counter is read once, without a lock.
     pub(crate) fn backlogs(&self, mut f: impl FnMut(usize, Backlog)) {
-        self.queues.for_each(|partition, queue| {
+        self.for_each(|partition, queue| {
             // Relaxed, all three: statistics. `passed` first: both only grow,
             // so reading it before `sent` never makes the difference
             // negative for a queue at rest.
@@ -237,6 +257,15 @@ impl Watermarks {
                 },
             );
         });
+    }
+}
+
+/// A `MARKED` hold taken by `committable`, dropped on scope exit.
+struct MarkHold<'a, O>(&'a Slab<O>, usize);
+
+impl<O> Drop for MarkHold<'_, O> {
+    fn drop(&mut self) {
+        self.0.release(self.1, MARKED);
     }
 }
 
