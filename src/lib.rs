@@ -77,6 +77,7 @@
 
 mod error;
 mod flush;
+mod future;
 mod generation;
 mod pages;
 mod partition;
