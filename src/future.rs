@@ -75,31 +75,48 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        loop {
-            if this.tracker.take_interrupt() {
-                this.unregister();
-                return Poll::Ready(Err(FlushError::Interrupted));
-            }
-            if (this.pending)() == 0 {
-                this.unregister();
-                return Poll::Ready(Ok(()));
-            }
-            let waiter = &this.tracker.waiter;
-            match &mut this.registration {
-                // Already registered with a waker for this task: every wake
-                // from the registration on reaches it.
-                Some(registration) if registration.wakes(cx.waker()) => return Poll::Pending,
-                Some(registration) => waiter.replace_waker(registration, cx.waker()),
-                None => this.registration = Some(waiter.register_waker(cx.waker())),
-            }
-            // Registered (or re-registered) just now, behind the SeqCst
-            // fence: look again before returning `Pending` (module docs).
-            // Mutant `lost_async_wakeup` (loom suite only) skips that look:
-            // a last ack between the first look and the registration finds
-            // no waker to wake, and the task sleeps for good.
-            #[cfg(inflight_mutant = "lost_async_wakeup")]
-            return Poll::Pending;
+        if let Some(done) = this.look() {
+            return Poll::Ready(done);
         }
+        let waiter = &this.tracker.waiter;
+        match &mut this.registration {
+            // Already registered with a waker for this task: every wake from
+            // the registration on reaches it.
+            Some(registration) if registration.wakes(cx.waker()) => return Poll::Pending,
+            Some(registration) => waiter.replace_waker(registration, cx.waker()),
+            None => this.registration = Some(waiter.register_waker(cx.waker())),
+        }
+        // Registered (or re-registered) just now, behind the SeqCst fence:
+        // look again before returning `Pending` (module docs). Mutant
+        // `lost_async_wakeup` (loom suite only) skips that look: a last ack
+        // between the first look and the registration finds no waker to
+        // wake, and the task sleeps for good.
+        #[cfg(inflight_mutant = "lost_async_wakeup")]
+        return Poll::Pending;
+        #[allow(unreachable_code)]
+        match this.look() {
+            Some(done) => Poll::Ready(done),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<P, O, F> UntilDrained<'_, P, O, F>
+where
+    F: FnMut() -> usize,
+{
+    /// Whether the wait is over, and how: an interrupt (taken here) first,
+    /// then nothing pending. Unregisters when it is.
+    fn look(&mut self) -> Option<Result<(), FlushError>> {
+        let done = if self.tracker.take_interrupt() {
+            Err(FlushError::Interrupted)
+        } else if (self.pending)() == 0 {
+            Ok(())
+        } else {
+            return None;
+        };
+        self.unregister();
+        Some(done)
     }
 }
 

@@ -69,6 +69,14 @@
 //! returning `Failed`: restart from the last committed offsets (that is
 //! at-least-once delivery).
 //!
+//! # Async
+//!
+//! [`Flush::wait_async`] and [`Tracker::drain_async`] await the same
+//! conditions as `wait` and `drain` without blocking a thread, on any
+//! executor (the crate depends on none: the last resolution wakes the
+//! task's [`Waker`](std::task::Waker)). Use your runtime's timeout; dropping
+//! the future cancels the wait and leaves the flush usable.
+//!
 //! The design, memory layout and every memory ordering are described in
 //! [`implementation`].
 

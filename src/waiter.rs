@@ -218,6 +218,9 @@ impl Waiter {
             for (_, handle) in list {
                 match handle {
                     Handle::Thread(thread) => thread.unpark(),
+                    // The executor's code, run under our guard: it only
+                    // delays the list's reclamation, and a waker that calls
+                    // back into the tracker pins again (pins nest).
                     Handle::Task(waker) => waker.wake_by_ref(),
                 }
             }
