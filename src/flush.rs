@@ -77,7 +77,7 @@ enum Phase {
 /// ```
 #[must_use = "dropping a Flush aborts it"]
 pub struct Flush<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+    pub(crate) tracker: &'t Tracker<P, O>,
     /// The number of the generation `begin_flush` sealed.
     upto: u64,
     /// Every covered generation has been folded into the carry.
@@ -126,10 +126,25 @@ where
     /// });
     /// ```
     pub fn wait(&mut self, timeout: Duration) -> Result<HashMap<P, O>, FlushError> {
-        if self.phase == Phase::Interrupted {
+        if self.is_interrupted() {
             return Err(FlushError::Interrupted);
         }
-        match self.tracker.block_until_drained(timeout, || self.advance()) {
+        let drained = self.tracker.block_until_drained(timeout, || self.advance());
+        self.finish(drained)
+    }
+
+    /// Whether a wait of this flush received an interrupt: every later wait
+    /// returns `Interrupted` at once.
+    pub(crate) fn is_interrupted(&self) -> bool {
+        self.phase == Phase::Interrupted
+    }
+
+    /// The result of a wait (blocking or async) that ended with `drained`.
+    pub(crate) fn finish(
+        &mut self,
+        drained: Result<(), FlushError>,
+    ) -> Result<HashMap<P, O>, FlushError> {
+        match drained {
             Ok(()) => self.outcome(),
             Err(FlushError::Interrupted) => {
                 self.phase = Phase::Interrupted;
@@ -169,7 +184,7 @@ where
 
     /// Folds drained covered generations into the carry and returns how many
     /// covered records are still pending.
-    fn advance(&mut self) -> usize {
+    pub(crate) fn advance(&mut self) -> usize {
         if self.folded {
             return 0;
         }

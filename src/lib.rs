@@ -105,6 +105,14 @@
 //! hot path must stay minimal; use watermarks when the sink can fall behind
 //! or partitions progress independently. Both work on one tracker.
 //!
+//! # Async
+//!
+//! [`Flush::wait_async`] and [`Tracker::drain_async`] await the same
+//! conditions as `wait` and `drain` without blocking a thread, on any
+//! executor (the crate depends on none: the last resolution wakes the
+//! task's [`Waker`](std::task::Waker)). Use your runtime's timeout; dropping
+//! the future cancels the wait and leaves the flush usable.
+//!
 //! The design, memory layout and every memory ordering are described in
 //! [`implementation`].
 
@@ -113,6 +121,7 @@
 
 mod error;
 mod flush;
+mod future;
 mod generation;
 mod pages;
 mod partition;

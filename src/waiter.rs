@@ -1,8 +1,9 @@
-//! Where waiting calls wait: a flush's `wait` and `drain`.
+//! Where waiting calls wait: a flush's `wait` and `drain`, blocking or async.
 //!
-//! A waiting call registers a handle here and parks; whoever resolves the
-//! last record of a sealed generation (or calls `interrupt`) wakes every
-//! registered handle, and each waiter re-checks its own condition. Several
+//! A waiting call registers a handle here and parks (a thread) or returns
+//! `Pending` (a task); whoever resolves the last record of a sealed
+//! generation (or calls `interrupt`) wakes every registered handle, thread
+//! or task alike, and each waiter re-checks its own condition. Several
 //! calls may wait at once (a flush and a `drain`, say), so the registry is an
 //! immutable list behind an epoch-protected pointer, replaced by
 //! compare-and-swap with a copy on every registration and removal. Those are
@@ -22,12 +23,30 @@
 //! the waker's comes first, the waiter's read sees the zero (or interrupt)
 //! and does not park. Fences, not SeqCst accesses, so that loom (which models
 //! SeqCst fences but treats SeqCst accesses as AcqRel) checks the argument.
+//!
+//! A task registers a [`Waker`] the same way ([`Waiter::register_waker`]).
+//! Polled again with a waker that [`will_wake`](Waker::will_wake) the same
+//! task, it changes nothing: its entry still wakes it. Polled with another
+//! waker, it replaces its entry's waker ([`Waiter::replace_waker`]): one
+//! copy-and-swap of the list followed by the same fence, then the same
+//! re-check. A waker that loaded the old list in between wakes the old waker
+//! (a spurious wake-up, harmless); one whose fence follows ours sees the new
+//! waker; one whose fence precedes ours made its write visible to our
+//! re-check.
 
 use crate::sync::epoch::{self, Atomic, Owned, Shared};
 use crate::sync::{fence, parker, AtomicU64, Ordering, Parker, Unparker};
+use std::task::Waker;
+
+/// What a registration wakes: a parked thread or a task.
+#[derive(Clone)]
+enum Handle {
+    Thread(Unparker),
+    Task(Waker),
+}
 
 /// One registration: an id (to remove it by) and the handle to wake.
-type Entry = (u64, Unparker);
+type Entry = (u64, Handle);
 
 pub(crate) struct Waiter {
     /// The registered handles; null when nobody waits.
@@ -50,6 +69,21 @@ impl Registration {
     }
 }
 
+/// A task's registration, returned by [`Waiter::register_waker`]: hand it
+/// back to [`Waiter::unregister_waker`] when the task stops waiting.
+pub(crate) struct WakerRegistration {
+    id: u64,
+    /// The waker the entry holds, to compare the next poll's against.
+    waker: Waker,
+}
+
+impl WakerRegistration {
+    /// Whether the entry already wakes the task that `waker` wakes.
+    pub(crate) fn wakes(&self, waker: &Waker) -> bool {
+        self.waker.will_wake(waker)
+    }
+}
+
 impl Waiter {
     pub(crate) fn new() -> Self {
         Self {
@@ -64,7 +98,7 @@ impl Waiter {
         let (parker, unparker) = parker();
         // Relaxed: ids only need to be distinct.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.update(|list| list.push((id, unparker.clone())));
+        self.update(|list| list.push((id, Handle::Thread(unparker.clone()))));
         // SeqCst fence: the waiter's half of the Dekker pair (module docs);
         // orders the registration above before the caller's re-check.
         fence(Ordering::SeqCst);
@@ -73,7 +107,58 @@ impl Waiter {
 
     /// Stops waking `registration`'s thread.
     pub(crate) fn unregister(&self, registration: Registration) {
-        self.update(|list| list.retain(|(id, _)| *id != registration.id));
+        self.remove(registration.id);
+    }
+
+    /// Adds a task, woken through `waker`, to those to wake. Re-check the
+    /// condition after this and before returning `Pending`.
+    pub(crate) fn register_waker(&self, waker: &Waker) -> WakerRegistration {
+        // Relaxed: ids only need to be distinct.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.update(|list| list.push((id, Handle::Task(waker.clone()))));
+        // SeqCst fence: the waiter's half of the Dekker pair (module docs);
+        // orders the registration above before the caller's re-check.
+        fence(Ordering::SeqCst);
+        WakerRegistration {
+            id,
+            waker: waker.clone(),
+        }
+    }
+
+    /// Makes `registration`'s entry wake through `waker` from now on. Re-check
+    /// the condition after this and before returning `Pending`.
+    pub(crate) fn replace_waker(&self, registration: &mut WakerRegistration, waker: &Waker) {
+        self.update(|list| {
+            for (id, handle) in list.iter_mut() {
+                if *id == registration.id {
+                    *handle = Handle::Task(waker.clone());
+                }
+            }
+        });
+        // SeqCst fence: as in `register_waker`; orders the new waker's
+        // publication before the caller's re-check.
+        fence(Ordering::SeqCst);
+        registration.waker = waker.clone();
+    }
+
+    /// Stops waking `registration`'s task.
+    pub(crate) fn unregister_waker(&self, registration: WakerRegistration) {
+        self.remove(registration.id);
+    }
+
+    /// Removes the entry numbered `id`.
+    fn remove(&self, id: u64) {
+        self.update(|list| list.retain(|(entry, _)| *entry != id));
+    }
+
+    /// How many calls are registered now (a snapshot).
+    #[cfg(any(test, loom))]
+    pub(crate) fn len(&self) -> usize {
+        let guard = epoch::pin();
+        // Acquire: pairs with the Release CAS in `update`.
+        let list = self.list.load(Ordering::Acquire, &guard);
+        // SAFETY: as in `wake`.
+        unsafe { list.as_ref() }.map_or(0, Vec::len)
     }
 
     /// Replaces the list with a changed copy (null if it ends up empty).
@@ -119,7 +204,7 @@ impl Waiter {
         }
     }
 
-    /// Wakes every registered thread.
+    /// Wakes every registered thread and task.
     pub(crate) fn wake(&self) {
         // SeqCst fence: the waker's half of the Dekker pair (module docs);
         // orders the caller's count update (or interrupt) before the load.
@@ -130,8 +215,14 @@ impl Waiter {
         // SAFETY: a non-null list is valid until it is unlinked and the guard
         // we hold is released.
         if let Some(list) = unsafe { list.as_ref() } {
-            for (_, thread) in list {
-                thread.unpark();
+            for (_, handle) in list {
+                match handle {
+                    Handle::Thread(thread) => thread.unpark(),
+                    // The executor's code, run under our guard: it only
+                    // delays the list's reclamation, and a waker that calls
+                    // back into the tracker pins again (pins nest).
+                    Handle::Task(waker) => waker.wake_by_ref(),
+                }
             }
         }
     }
