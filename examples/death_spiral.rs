@@ -121,10 +121,13 @@ impl Counters {
     fn snapshot(&self, at: Duration) -> Snapshot {
         // Relaxed, all: counters read for a report.
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        // `acked` first: it never passes `sent`, so read in this order
+        // the difference is never negative.
+        let acked = get(&self.acked);
         Snapshot {
             at,
             sent: get(&self.sent),
-            acked: get(&self.acked),
+            acked,
             barrier_commits: get(&self.barrier_commits),
             barrier_timeouts: get(&self.barrier_timeouts),
             barrier_records: get(&self.barrier_records),
