@@ -16,13 +16,22 @@
 //!   atomic counters;
 //! - `floor`: one atomic counter, tracking nothing per record: the limit.
 //!
+//! Then the watermark table (issue 7): the same workload 1 with a committer
+//! calling `committable()` every millisecond instead of the flusher, for
+//! `inflight_wm` (this crate built with `watermarks()`) and
+//! `submitted_records` (a port of Kafka 3.x `SubmittedRecords`: per-partition
+//! deques under one lock, an atomic `acked` flag per record), with the
+//! barrier `inflight` beside them for reference.
+//!
 //! Each cell is the median of three 0.4 s runs, the contenders taking turns
 //! so that background load hits them alike. For the full picture (hand-off,
-//! send-latency percentiles, memory) run `cargo bench`.
+//! send-latency percentiles, memory, `committable()` latency) run
+//! `cargo bench`.
 
 #[path = "../benches/contenders/mod.rs"]
 mod contenders;
 
+use contenders::watermarks::{self, InflightWatermarks, SubmittedRecords, Watermark};
 use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until};
 use std::time::Duration;
 
@@ -122,5 +131,57 @@ fn main() {
         (DashTracker::NAME, flush_latency_us::<DashTracker>()),
     ] {
         println!("| {name:<10} | {median:>11.1} | {p99:>8.1} |");
+    }
+    println!();
+    watermark_table();
+}
+
+/// Workload 1 with a watermark committer: inflight_wm against
+/// submitted_records, the barrier inflight (with its flusher) beside them.
+fn watermark_table() {
+    println!(
+        "watermarks: T threads, each sends and acks its own records at depth {}, \
+         committable() every {} ms; send+ack pairs per second (median of {ROUNDS} x {} ms)",
+        contenders::DEPTH,
+        watermarks::COMMIT_EVERY.as_millis(),
+        RUN_FOR.as_millis()
+    );
+    println!();
+    println!(
+        "| {:>7} | {:>11} | {:>17} | {:>16} | {:>25} | {:>19} |",
+        "threads",
+        InflightWatermarks::NAME,
+        SubmittedRecords::NAME,
+        "inflight barrier",
+        "inflight_wm/submitted_rec",
+        "inflight_wm/barrier"
+    );
+    println!(
+        "|{:-<9}|{:-<13}|{:-<19}|{:-<18}|{:-<27}|{:-<21}|",
+        "", "", "", "", "", ""
+    );
+    for threads in THREADS {
+        let (wm, submitted, barrier) = (
+            InflightWatermarks::new(),
+            SubmittedRecords::new(),
+            Inflight::new(),
+        );
+        let mut rates = [const { Vec::new() }; 3];
+        let until = Until::Elapsed(RUN_FOR);
+        for _ in 0..ROUNDS {
+            rates[0].push(watermarks::local(&wm, threads, until).pairs_per_sec());
+            rates[1].push(watermarks::local(&submitted, threads, until).pairs_per_sec());
+            rates[2].push(contenders::local(&barrier, threads, until).pairs_per_sec());
+        }
+        let [w, s, b] = rates.map(median);
+        println!(
+            "| {:>7} | {:>11.0} | {:>17.0} | {:>16.0} | {:>24.2}x | {:>18.2}x |",
+            threads,
+            w,
+            s,
+            b,
+            w / s,
+            w / b
+        );
     }
 }

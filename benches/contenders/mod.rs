@@ -22,6 +22,9 @@
 //! 5 (memory) in `benches/memory.rs`. Each workload runs a flusher thread
 //! doing begin / wait (1 ms) / commit-or-abort every millisecond, paced by
 //! `thread::sleep`; no sleep is used to synchronise threads.
+//!
+//! The watermark contenders and their workload (issue 7) are in
+//! [`watermarks`].
 
 #![allow(dead_code)]
 
@@ -33,6 +36,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+pub mod watermarks;
 
 /// Records each thread keeps in flight in the local workload.
 pub const DEPTH: usize = 64;
