@@ -114,6 +114,9 @@ pub(crate) struct Slot<O> {
     /// The next record of the partition in its watermark queue: `tag << 32 |
     /// (slot + 1)`, 0 until that record links itself (see `watermark`).
     pub(crate) next_queued: AtomicU64,
+    /// While `MARKED`: how many acked records its partition's watermark had
+    /// passed when it reached this one (a statistic for `committable`).
+    covered: AtomicU64,
     /// The record's offset, present unless the status is `FREE`.
     value: UnsafeCell<MaybeUninit<O>>,
 }
@@ -126,6 +129,7 @@ impl<O> Slot<O> {
             generation: AtomicPtr::new(std::ptr::null_mut()),
             partition: AtomicU32::new(0),
             next_queued: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
@@ -144,6 +148,14 @@ impl<O> Slot<O> {
         // Acquire read of the resolved state (through the resolution's
         // Release CAS, an RMW on the same word) happens after.
         self.generation.load(Ordering::Relaxed)
+    }
+
+    /// The count [`Slab::mark`] stored. Meaningful while the caller owns the
+    /// `MARKED` hold.
+    pub(crate) fn covered(&self) -> u64 {
+        // Relaxed: written before the Release swap that published the mark,
+        // which the caller's Acquire swap took.
+        self.covered.load(Ordering::Relaxed)
     }
 
     /// The slot's offset.
@@ -453,11 +465,13 @@ impl<O> Slab<O> {
     }
 
     /// Adds the `MARKED` hold to a slot the caller knows is held (so it
-    /// cannot be freed meanwhile).
-    pub(crate) fn mark(&self, index: usize) {
-        // Relaxed: the caller's own hold keeps the slot; whoever later takes
-        // the mark is ordered by the Release swap that publishes it.
-        let previous = self.slot(index).state.fetch_or(MARKED, Ordering::Relaxed);
+    /// cannot be freed meanwhile), with the count `covered` it reports.
+    pub(crate) fn mark(&self, index: usize, covered: u64) {
+        let slot = self.slot(index);
+        // Relaxed, both: the caller's own hold keeps the slot; whoever later
+        // takes the mark is ordered by the Release swap that publishes it.
+        slot.covered.store(covered, Ordering::Relaxed);
+        let previous = slot.state.fetch_or(MARKED, Ordering::Relaxed);
         debug_assert!(previous & (HELD | QUEUED) != 0 && previous & MARKED == 0);
     }
 

@@ -85,9 +85,11 @@ pub(crate) struct Queue {
     head: UnsafeCell<u64>,
     /// Records passed. Written only by the advancer.
     passed: AtomicU64,
-    /// Acked records passed under the watermark and not yet counted by
-    /// `committable`.
-    unreported: AtomicU64,
+    /// Acked records the watermark has passed, in all. Only the advancer
+    /// writes it; each mark carries its value at the mark (`Slot::covered`).
+    marked: UnsafeCell<u64>,
+    /// The largest such count `committable` has reported.
+    reported: AtomicU64,
     /// A failed record was passed: the watermark never moves again.
     stopped: AtomicBool,
     /// The newest untaken watermark record (holding `MARKED`), or 0.
@@ -103,7 +105,8 @@ impl Queue {
             work: AtomicU64::new(0),
             head: UnsafeCell::new(0),
             passed: AtomicU64::new(0),
-            unreported: AtomicU64::new(0),
+            marked: UnsafeCell::new(0),
+            reported: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             mark: AtomicU64::new(0),
         }
@@ -214,11 +217,14 @@ impl Watermarks {
             // AcqRel: Acquire takes the mark (and its slot's offset) from the
             // advancer's Release swap; Release is for symmetry with it.
             let mark = queue.mark.swap(0, Ordering::AcqRel);
-            // Relaxed: a statistic, published with the mark we just took.
-            records += queue.unreported.swap(0, Ordering::Relaxed);
             if mark != 0 {
                 // Drops our hold even if `f` (a user `Clone`) panics.
                 let hold = MarkHold(slots, index_of(mark));
+                let covered = slots.slot_of(hold.1).covered();
+                // Relaxed: a statistic. `fetch_max` hands each count to one
+                // caller even when two take marks at once.
+                let before = queue.reported.fetch_max(covered, Ordering::Relaxed);
+                records += covered.saturating_sub(before);
                 // SAFETY: we own the MARKED hold we swapped out, so the slot
                 // keeps its (acked) value until `hold` releases it.
                 f(partition, unsafe { slots.slot_of(hold.1).value() });
@@ -373,14 +379,16 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
 }
 
 /// Makes `candidate` (the advancer's `head`, so still queued and held) the
-/// partition's mark, dropping the hold on the mark it replaces. `marked`
-/// acked records, now covered by it, move to the `unreported` count.
+/// partition's mark, dropping the hold on the mark it replaces. The mark
+/// carries the partition's count of acked records passed so far, `marked`
+/// of them new since the last mark.
 fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u64, marked: &mut u64) {
-    // Relaxed: published to `committable` with the mark, by the swap below.
-    queue
-        .unreported
-        .fetch_add(std::mem::take(marked), Ordering::Relaxed);
-    slots.mark(index_of(candidate));
+    // SAFETY: only the holder of `work`, the caller, touches `marked`.
+    let total = queue.marked.with_mut(|m| unsafe {
+        *m += std::mem::take(marked);
+        *m
+    });
+    slots.mark(index_of(candidate), total);
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
     let replaced = queue.mark.swap(candidate, Ordering::AcqRel);
