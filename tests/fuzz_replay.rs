@@ -66,8 +66,15 @@ fn fail(which: Which) -> Op {
 
 #[test]
 fn model_abort_merges_and_failures_stick() {
+    for watermarks in [false, true] {
+        model_abort_merges_and_failures_stick_on(watermarks);
+    }
+}
+
+fn model_abort_merges_and_failures_stick_on(watermarks: bool) {
     harness::run_op_list(
         None,
+        watermarks,
         &[
             send(0, 1),
             send(1, 2),
@@ -97,8 +104,15 @@ fn model_abort_merges_and_failures_stick() {
 
 #[test]
 fn model_interrupt_capacity_close_and_hostile_raws() {
+    for watermarks in [false, true] {
+        model_interrupt_capacity_close_and_hostile_raws_on(watermarks);
+    }
+}
+
+fn model_interrupt_capacity_close_and_hostile_raws_on(watermarks: bool) {
     harness::run_op_list(
         Some(2),
+        watermarks,
         &[
             send(0, 1),
             send(0, 2),
@@ -129,6 +143,135 @@ fn model_interrupt_capacity_close_and_hostile_raws() {
             Op::Wait,
         ],
     );
+}
+
+/// Watermarks: capacity counts unresolved records only, an ack behind an
+/// unresolved record stays in flight, a failure stops its partition (and
+/// makes the flush fail) but not the others, `drain` counts what the
+/// watermarks have not passed and takes a pending interrupt, and a drain's
+/// seal does not split what a flush covers. Also run without watermarks,
+/// where `committable` is empty and `drain` counts unresolved records.
+#[test]
+fn model_watermarks_and_drain() {
+    let stats = Op::Committable { stats: true };
+    let plain = Op::Committable { stats: false };
+    for watermarks in [false, true] {
+        harness::run_op_list(
+            Some(3),
+            watermarks,
+            &[
+                send(0, 1),
+                send(0, 2),
+                send(1, 7),
+                send(2, 9), // Full
+                ack(Which::Ticket(1)),
+                send(2, 9), // behind nothing, but the acked (0, 2) is behind (0, 1)
+                stats.clone(),
+                Op::Drain,
+                Op::BeginFlush,
+                send(0, 3),
+                Op::Drain,
+                ack(Which::Ticket(0)),
+                plain.clone(),
+                fail(Which::Ticket(1)),
+                Op::Wait,
+                ack(Which::Ticket(1)),
+                Op::Wait,
+                Op::Abort,
+                send(1, 8),
+                ack(Which::Ticket(1)),
+                stats.clone(),
+                Op::Interrupt,
+                Op::Drain,
+                Op::Drain,
+                ack(Which::Ticket(0)),
+                stats.clone(),
+                Op::Drain,
+                stats.clone(),
+            ],
+        );
+        harness::run_op_list(
+            None,
+            watermarks,
+            &[
+                send(0, 1),
+                Op::Drain,
+                send(0, 2),
+                Op::BeginFlush,
+                send(0, 3),
+                Op::Drain,
+                send(1, 4),
+                Op::IntoRaw(3),
+                ack(Which::Ticket(1)),
+                ack(Which::Raw(0)),
+                stats.clone(),
+                Op::Wait,
+                ack(Which::Ticket(0)),
+                Op::Wait,
+                stats.clone(),
+                Op::Commit,
+                Op::Drain,
+                ack(Which::Ticket(0)),
+                Op::Drain,
+                plain.clone(),
+                stats.clone(),
+            ],
+        );
+    }
+}
+
+#[test]
+fn threaded_watermarks_explicit_ops() {
+    use ThreadOp::*;
+    let own = |second| Send {
+        shared: false,
+        second,
+    };
+    let to_shared = Send {
+        shared: true,
+        second: false,
+    };
+    let sender = vec![
+        own(false),
+        own(false),
+        to_shared.clone(),
+        own(true),
+        Ack(1),
+        Committable(true),
+        InFlight,
+        Drain(false),
+        Fail(0),
+        IntoRaw(0),
+        AckRaw(0, false),
+        Committable(false),
+        own(true),
+        to_shared,
+        Drain(true),
+        Ack(0),
+        Committable(true),
+    ];
+    let committer = vec![
+        Committable(true),
+        Begin,
+        Drain(false),
+        Committable(true),
+        Wait(true),
+        Committable(true),
+        Commit,
+        Interrupt,
+        Drain(true),
+        Committable(true),
+        InFlight,
+    ];
+    for round in 0..40 {
+        let capacity = (round % 4 == 3).then_some(2);
+        harness::run_threaded_ops(capacity, true, &[sender.clone(), committer.clone()]);
+        harness::run_threaded_ops(
+            capacity,
+            round % 2 == 0,
+            &[sender.clone(), sender.clone(), committer.clone()],
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -192,8 +335,13 @@ fn threaded_explicit_ops() {
         Interrupt,
         InFlight,
     ];
-    for _ in 0..20 {
-        harness::run_threaded_ops(None, &[sender.clone(), flusher.clone()]);
-        harness::run_threaded_ops(Some(1), &[sender.clone(), sender.clone(), flusher.clone()]);
+    for round in 0..40 {
+        let watermarks = round % 2 == 1;
+        harness::run_threaded_ops(None, watermarks, &[sender.clone(), flusher.clone()]);
+        harness::run_threaded_ops(
+            Some(1),
+            watermarks,
+            &[sender.clone(), sender.clone(), flusher.clone()],
+        );
     }
 }
