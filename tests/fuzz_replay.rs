@@ -66,8 +66,15 @@ fn fail(which: Which) -> Op {
 
 #[test]
 fn model_abort_merges_and_failures_stick() {
+    for watermarks in [false, true] {
+        model_abort_merges_and_failures_stick_on(watermarks);
+    }
+}
+
+fn model_abort_merges_and_failures_stick_on(watermarks: bool) {
     harness::run_op_list(
         None,
+        watermarks,
         &[
             send(0, 1),
             send(1, 2),
@@ -97,8 +104,15 @@ fn model_abort_merges_and_failures_stick() {
 
 #[test]
 fn model_interrupt_capacity_close_and_hostile_raws() {
+    for watermarks in [false, true] {
+        model_interrupt_capacity_close_and_hostile_raws_on(watermarks);
+    }
+}
+
+fn model_interrupt_capacity_close_and_hostile_raws_on(watermarks: bool) {
     harness::run_op_list(
         Some(2),
+        watermarks,
         &[
             send(0, 1),
             send(0, 2),
@@ -131,10 +145,139 @@ fn model_interrupt_capacity_close_and_hostile_raws() {
     );
 }
 
+/// Watermarks: capacity counts unresolved records only, an ack behind an
+/// unresolved record stays in flight, a failure stops its partition (and
+/// makes the flush fail) but not the others, `drain` counts what the
+/// watermarks have not passed and takes a pending interrupt, and a drain's
+/// seal does not split what a flush covers. Also run without watermarks,
+/// where `committable` is empty and `drain` counts unresolved records.
+#[test]
+fn model_watermarks_and_drain() {
+    let stats = Op::Committable { stats: true };
+    let plain = Op::Committable { stats: false };
+    for watermarks in [false, true] {
+        harness::run_op_list(
+            Some(3),
+            watermarks,
+            &[
+                send(0, 1),
+                send(0, 2),
+                send(1, 7),
+                send(2, 9), // Full
+                ack(Which::Ticket(1)),
+                send(2, 9), // behind nothing, but the acked (0, 2) is behind (0, 1)
+                stats.clone(),
+                Op::Drain,
+                Op::BeginFlush,
+                send(0, 3),
+                Op::Drain,
+                ack(Which::Ticket(0)),
+                plain.clone(),
+                fail(Which::Ticket(1)),
+                Op::Wait,
+                ack(Which::Ticket(1)),
+                Op::Wait,
+                Op::Abort,
+                send(1, 8),
+                ack(Which::Ticket(1)),
+                stats.clone(),
+                Op::Interrupt,
+                Op::Drain,
+                Op::Drain,
+                ack(Which::Ticket(0)),
+                stats.clone(),
+                Op::Drain,
+                stats.clone(),
+            ],
+        );
+        harness::run_op_list(
+            None,
+            watermarks,
+            &[
+                send(0, 1),
+                Op::Drain,
+                send(0, 2),
+                Op::BeginFlush,
+                send(0, 3),
+                Op::Drain,
+                send(1, 4),
+                Op::IntoRaw(3),
+                ack(Which::Ticket(1)),
+                ack(Which::Raw(0)),
+                stats.clone(),
+                Op::Wait,
+                ack(Which::Ticket(0)),
+                Op::Wait,
+                stats.clone(),
+                Op::Commit,
+                Op::Drain,
+                ack(Which::Ticket(0)),
+                Op::Drain,
+                plain.clone(),
+                stats.clone(),
+            ],
+        );
+    }
+}
+
+#[test]
+fn threaded_watermarks_explicit_ops() {
+    use ThreadOp::*;
+    let own = |second| Send {
+        shared: false,
+        second,
+    };
+    let to_shared = Send {
+        shared: true,
+        second: false,
+    };
+    let sender = vec![
+        own(false),
+        own(false),
+        to_shared.clone(),
+        own(true),
+        Ack(1),
+        Committable(true),
+        InFlight,
+        Drain(false),
+        Fail(0),
+        IntoRaw(0),
+        AckRaw(0, false),
+        Committable(false),
+        own(true),
+        to_shared,
+        Drain(true),
+        Ack(0),
+        Committable(true),
+    ];
+    let committer = vec![
+        Committable(true),
+        Begin,
+        Drain(false),
+        Committable(true),
+        Wait(true),
+        Committable(true),
+        Commit,
+        Interrupt,
+        Drain(true),
+        Committable(true),
+        InFlight,
+    ];
+    for round in 0..40 {
+        let capacity = (round % 4 == 3).then_some(2);
+        harness::run_threaded_ops(capacity, true, &[sender.clone(), committer.clone()]);
+        harness::run_threaded_ops(
+            capacity,
+            round % 2 == 0,
+            &[sender.clone(), sender.clone(), committer.clone()],
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Known deviations from the documentation, found while writing the fuzz
-// model (the harness only asserts "some error" for these values). Ignored
-// until `src/` is fixed; run with `cargo test --test fuzz_replay -- --ignored`.
+// model or by fuzzing. Ignored until `src/` is fixed; run with
+// `cargo test --test fuzz_replay -- --ignored`.
 // ---------------------------------------------------------------------------
 
 /// `ResolveError::Unknown` is documented as "a forged raw value, or a raw
@@ -158,6 +301,73 @@ fn forged_raw_ticket_is_unknown_not_already_resolved() {
     let never_used_slot = id << 56 | 5 << 32 | u64::from(forged_tag);
     assert_eq!(tracker.ack_raw(never_used_slot), Err(ResolveError::Unknown));
     assert_eq!(tracker.ack_raw(never_issued), Err(ResolveError::Unknown));
+}
+
+/// Found by fuzzing `threaded` (`fuzz/regressions/threaded/`): a
+/// `committable_with_stats` call returned `offsets: {100: ...}` with
+/// `committable_records: 0`, though `committable_records` is documented as
+/// "acked records newly behind the watermarks: those the advances in
+/// `offsets` cover", and an advance covers at least its own record.
+///
+/// The advancer's `publish` adds to the partition's `unreported` count,
+/// then swaps its mark in; `take` swaps the mark out, then the count. A
+/// `take` between the advancer's two steps gets the older mark with the
+/// newer advance's records, and the next call gets the newer mark with
+/// none. Totals over all calls stay right; one call's count does not match
+/// the advances it returns (about 700 times in 31 million calls in both
+/// directions, with one thread sending and acking and one calling
+/// `committable_with_stats`, in release). Ignored until `src/` is fixed.
+#[test]
+#[ignore = "crate bug: committable_records is attributed to the wrong call under a concurrent advance"]
+fn committable_records_match_the_returned_advances() {
+    use inflight::Tracker;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const RECORDS: u64 = 100_000;
+    for round in 0..10 {
+        let tracker = Tracker::<u8, u64>::builder().watermarks().build();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for offset in 0..RECORDS {
+                    let ticket = tracker.send(0, offset).unwrap();
+                    tracker.ack(ticket).unwrap();
+                }
+                done.store(true, Ordering::Release);
+            });
+            // Offsets are 0, 1, 2, ... acked in order: an advance from
+            // watermark `before` to `offset` covers `offset - before` records.
+            let mut before: Option<u64> = None;
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                let now = tracker.committable_with_stats();
+                let covered = now.offsets.get(&0).map_or(0, |&offset| {
+                    let covered = offset - before.map_or(0, |b| b + 1) + 1;
+                    before = Some(offset);
+                    covered
+                });
+                assert_eq!(
+                    now.committable_records, covered,
+                    "round {round}, watermark {before:?}: {now:?}"
+                );
+                if finished && now.offsets.is_empty() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The fuzzer's input for the bug above. It needs an interleaving: it did
+/// not fail again in 3,000 runs of the fuzz build.
+#[test]
+#[ignore = "crate bug: committable_records is attributed to the wrong call under a concurrent advance"]
+fn threaded_committable_records_race_input() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions/threaded/committable-records-race");
+    let data = std::fs::read(&path).expect("regression input");
+    for _ in 0..100 {
+        harness::run_threaded(&data);
+    }
 }
 
 #[test]
@@ -192,8 +402,13 @@ fn threaded_explicit_ops() {
         Interrupt,
         InFlight,
     ];
-    for _ in 0..20 {
-        harness::run_threaded_ops(None, &[sender.clone(), flusher.clone()]);
-        harness::run_threaded_ops(Some(1), &[sender.clone(), sender.clone(), flusher.clone()]);
+    for round in 0..40 {
+        let watermarks = round % 2 == 1;
+        harness::run_threaded_ops(None, watermarks, &[sender.clone(), flusher.clone()]);
+        harness::run_threaded_ops(
+            Some(1),
+            watermarks,
+            &[sender.clone(), sender.clone(), flusher.clone()],
+        );
     }
 }

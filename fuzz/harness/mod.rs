@@ -31,10 +31,39 @@
 //! record is live; the ticket of a resolved record gives `AlreadyResolved`,
 //! a value with another tracker's id byte `ForeignTracker`, a tag of 0
 //! `Unknown`, any other value some error. Nothing changes on an error.
+//!
+//! # Watermarks
+//!
+//! Each partition's records form a queue in send order. Its *passed* prefix
+//! is the longest prefix of resolved (acked or failed) records; its *acked*
+//! prefix the longest prefix of acked ones, so a failure ends it for good.
+//! On a tracker with watermarks a record counts as in flight (`in_flight()`,
+//! a flush's `pending`, `drain`'s `pending`) until it is passed; on one
+//! without, until it is resolved. The capacity counts unresolved records
+//! either way.
+//!
+//! `committable` returns, for each partition whose acked prefix grew since
+//! the previous call (either variant), the offset of its last record, and
+//! remembers the new length; `committable_records` is the sum of that
+//! growth. `uncommittable_records` counts the records not passed,
+//! `partitions_in_flight` the partitions with any, `largest_backlog` the
+//! first partition (in the tracker's numbering) with the most of them, and
+//! `stopped` the partitions (in that numbering) whose passed prefix holds a
+//! failure. The tracker numbers partitions in the order of their first send
+//! that `close` did not refuse (a `Full` send numbers its partition too).
+//! Without watermarks `committable` is empty and every statistic is zero.
+//!
+//! `drain(ZERO)` returns `Interrupted` if an interrupt is pending
+//! (consuming it), else `Timeout { pending }` with the records in flight,
+//! else `Ok`. It seals the open generation, which changes no flush's
+//! covered records: a flush still covers everything not committed up to its
+//! own seal.
 
 use arbitrary::{Arbitrary, Unstructured};
-use inflight::{BeginFlushError, Flush, FlushError, ResolveError, SendError, Ticket, Tracker};
-use std::collections::{BTreeSet, HashMap};
+use inflight::{
+    BeginFlushError, Committable, Flush, FlushError, ResolveError, SendError, Ticket, Tracker,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
@@ -113,6 +142,32 @@ pub enum Op {
     Interrupt,
     /// `close`.
     Close,
+    /// `committable_with_stats` (or `committable`, comparing only offsets).
+    Committable {
+        /// Call `committable_with_stats`.
+        stats: bool,
+    },
+    /// `drain(Duration::ZERO)`.
+    Drain,
+}
+
+/// Builds the tracker the harness runs: with or without a capacity and
+/// watermarks.
+pub fn build_tracker(capacity: Option<usize>, watermarks: bool) -> Tracker<u8, u64> {
+    if !watermarks {
+        // The plain constructors, as before the builder existed.
+        return match capacity {
+            Some(c) => Tracker::with_capacity(c),
+            None => Tracker::new(),
+        };
+    }
+    let builder = Tracker::builder().watermarks();
+    let tracker = match capacity {
+        Some(c) => builder.capacity(c).build(),
+        None => builder.build(),
+    };
+    assert!(tracker.has_watermarks());
+    tracker
 }
 
 /// The raw value a `Ticket` will have. `Ticket` has no accessor short of
@@ -146,6 +201,45 @@ struct Record {
     offset: u64,
     raw: u64,
     state: State,
+    /// In its partition's passed prefix (see the module docs).
+    passed: bool,
+}
+
+/// One partition's queue of records (see the module docs).
+#[derive(Debug, Default)]
+struct ModelQueue {
+    /// Its records, in send order.
+    records: Vec<usize>,
+    /// Length of the passed prefix.
+    passed: usize,
+    /// Length of the acked prefix.
+    acked: usize,
+    /// Length of the acked prefix when `committable` last returned it.
+    reported: usize,
+}
+
+/// What `committable_with_stats` should return.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ModelCommittable {
+    offsets: Offsets,
+    committable_records: u64,
+    uncommittable_records: u64,
+    partitions_in_flight: usize,
+    largest_backlog: Option<(u8, u64)>,
+    stopped: Vec<u8>,
+}
+
+impl From<Committable<u8, u64>> for ModelCommittable {
+    fn from(real: Committable<u8, u64>) -> Self {
+        Self {
+            offsets: real.offsets,
+            committable_records: real.committable_records,
+            uncommittable_records: real.uncommittable_records,
+            partitions_in_flight: real.partitions_in_flight,
+            largest_backlog: real.largest_backlog,
+            stopped: real.stopped,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,8 +271,15 @@ enum Expect {
 #[derive(Debug, Default)]
 pub struct Model {
     records: Vec<Record>,
+    /// Records not resolved.
     live: usize,
     capacity: Option<usize>,
+    watermarks: bool,
+    /// Partitions in the tracker's numbering.
+    numbers: Vec<u8>,
+    queues: BTreeMap<u8, ModelQueue>,
+    /// Records not passed.
+    unpassed: usize,
     closed: bool,
     interrupt: bool,
     committed: usize,
@@ -186,10 +287,14 @@ pub struct Model {
 }
 
 impl Model {
-    fn send(&self, partition: u8, offset: u64) -> Result<(), SendError<u8, u64>> {
+    fn send(&mut self, partition: u8, offset: u64) -> Result<(), SendError<u8, u64>> {
         if self.closed {
-            Err(SendError::Closed(partition, offset))
-        } else if self.capacity.is_some_and(|c| self.live >= c) {
+            return Err(SendError::Closed(partition, offset));
+        }
+        if !self.numbers.contains(&partition) {
+            self.numbers.push(partition);
+        }
+        if self.capacity.is_some_and(|c| self.live >= c) {
             Err(SendError::Full(partition, offset))
         } else {
             Ok(())
@@ -202,9 +307,13 @@ impl Model {
             offset,
             raw,
             state: State::Live,
+            passed: false,
         });
         self.live += 1;
-        self.records.len() - 1
+        self.unpassed += 1;
+        let id = self.records.len() - 1;
+        self.queues.entry(partition).or_default().records.push(id);
+        id
     }
 
     fn resolve(&mut self, id: usize, fail: bool) {
@@ -212,6 +321,84 @@ impl Model {
         assert_eq!(record.state, State::Live, "model: resolving {record:?}");
         record.state = if fail { State::Failed } else { State::Acked };
         self.live -= 1;
+        let queue = self.queues.get_mut(&record.partition).expect("queued");
+        while let Some(&next) = queue.records.get(queue.passed) {
+            let next = &mut self.records[next];
+            if next.state == State::Live {
+                break;
+            }
+            next.passed = true;
+            queue.passed += 1;
+            self.unpassed -= 1;
+        }
+        while queue.acked < queue.passed
+            && self.records[queue.records[queue.acked]].state == State::Acked
+        {
+            queue.acked += 1;
+        }
+    }
+
+    /// What `in_flight()` counts (see the module docs).
+    fn in_flight(&self) -> usize {
+        if self.watermarks {
+            self.unpassed
+        } else {
+            self.live
+        }
+    }
+
+    fn in_flight_record(&self, record: &Record) -> bool {
+        if self.watermarks {
+            !record.passed
+        } else {
+            record.state == State::Live
+        }
+    }
+
+    fn committable(&mut self) -> ModelCommittable {
+        let mut result = ModelCommittable::default();
+        if !self.watermarks {
+            return result;
+        }
+        for (&partition, queue) in &mut self.queues {
+            if queue.acked > queue.reported {
+                let last = queue.records[queue.acked - 1];
+                result.offsets.insert(partition, self.records[last].offset);
+                result.committable_records += (queue.acked - queue.reported) as u64;
+                queue.reported = queue.acked;
+            }
+        }
+        for &partition in &self.numbers {
+            let Some(queue) = self.queues.get(&partition) else {
+                continue;
+            };
+            if queue.acked < queue.passed {
+                result.stopped.push(partition);
+            }
+            let backlog = (queue.records.len() - queue.passed) as u64;
+            if backlog == 0 {
+                continue;
+            }
+            result.uncommittable_records += backlog;
+            result.partitions_in_flight += 1;
+            if result
+                .largest_backlog
+                .is_none_or(|(_, most)| backlog > most)
+            {
+                result.largest_backlog = Some((partition, backlog));
+            }
+        }
+        result
+    }
+
+    fn drain(&mut self) -> Result<(), FlushError> {
+        if std::mem::take(&mut self.interrupt) {
+            return Err(FlushError::Interrupted);
+        }
+        match self.in_flight() {
+            0 => Ok(()),
+            pending => Err(FlushError::Timeout { pending }),
+        }
     }
 
     /// This tracker's id, once it issued a ticket.
@@ -252,7 +439,7 @@ impl Model {
     fn pending(&self) -> usize {
         self.covered()
             .iter()
-            .filter(|r| r.state == State::Live)
+            .filter(|r| self.in_flight_record(r))
             .count()
     }
 
@@ -314,12 +501,8 @@ struct Sim<'t> {
 }
 
 impl<'t> Sim<'t> {
-    fn new(
-        tracker: &'t Tracker<u8, u64>,
-        foreign: &'t Tracker<u8, u64>,
-        capacity: Option<usize>,
-    ) -> Self {
-        assert_eq!(tracker.capacity(), capacity);
+    fn new(tracker: &'t Tracker<u8, u64>, foreign: &'t Tracker<u8, u64>) -> Self {
+        let (capacity, watermarks) = (tracker.capacity(), tracker.has_watermarks());
         Self {
             tracker,
             foreign,
@@ -329,6 +512,7 @@ impl<'t> Sim<'t> {
             raws: Vec::new(),
             model: Model {
                 capacity,
+                watermarks,
                 ..Model::default()
             },
         }
@@ -337,7 +521,7 @@ impl<'t> Sim<'t> {
     fn check(&self, op: &Op) {
         assert_eq!(
             self.tracker.in_flight(),
-            self.model.live,
+            self.model.in_flight(),
             "in_flight after {op:?}"
         );
         assert_eq!(self.flush.is_some(), self.model.flush.is_some());
@@ -452,6 +636,18 @@ impl<'t> Sim<'t> {
                 self.tracker.close();
                 self.model.closed = true;
             }
+            Op::Committable { stats: true } => {
+                let real = ModelCommittable::from(self.tracker.committable_with_stats());
+                assert_eq!(real, self.model.committable(), "committable_with_stats");
+            }
+            Op::Committable { stats: false } => {
+                let real = self.tracker.committable();
+                assert_eq!(real, self.model.committable().offsets, "committable");
+            }
+            Op::Drain => {
+                let real = self.tracker.drain(Duration::ZERO);
+                assert_eq!(real, self.model.drain(), "drain");
+            }
         }
         self.check(op);
     }
@@ -549,6 +745,8 @@ impl<'t> Sim<'t> {
             });
         }
         assert_eq!(self.tracker.in_flight(), 0);
+        // Everything resolved: the watermarks have passed every record.
+        self.step(&Op::Committable { stats: true });
         for _ in 0..2 {
             self.step(&Op::BeginFlush);
             self.step(&Op::Wait);
@@ -560,6 +758,8 @@ impl<'t> Sim<'t> {
             }
             self.step(&Op::Commit);
         }
+        self.step(&Op::Drain);
+        self.step(&Op::Committable { stats: true });
         let failed = (self.model.records.iter())
             .filter(|r| r.state == State::Failed)
             .count();
@@ -569,33 +769,37 @@ impl<'t> Sim<'t> {
     }
 }
 
-fn pick_capacity(u: &mut Unstructured<'_>) -> Option<usize> {
-    match u8::arbitrary(u).unwrap_or(0) {
-        c @ 0..=63 => Some(usize::from(c % 16)),
+/// The tracker's setup from one byte: watermarks if the top bit is set; a
+/// capacity below `modulo` from the other bits a quarter of the time.
+fn pick_setup(u: &mut Unstructured<'_>, modulo: u8) -> (Option<usize>, bool) {
+    let byte = u8::arbitrary(u).unwrap_or(0);
+    let capacity = match byte & 0x7f {
+        c @ 0..=31 => Some(usize::from(c % modulo)),
         _ => None,
-    }
+    };
+    (capacity, byte & 0x80 != 0)
 }
 
 /// The `ops` target: an arbitrary operation sequence, real against model.
 pub fn run_ops(data: &[u8]) {
     let mut u = Unstructured::new(data);
-    let capacity = pick_capacity(&mut u);
+    let (capacity, watermarks) = pick_setup(&mut u, 16);
     let ops: Vec<Op> = u
         .arbitrary_iter::<Op>()
         .map(|iter| iter.take(MAX_OPS).map_while(Result::ok).collect())
         .unwrap_or_default();
-    run_op_list(capacity, &ops);
+    run_op_list(capacity, watermarks, &ops);
 }
 
-/// Runs `ops` on a tracker of `capacity` (and the model), then
-/// [`finish`](Sim::finish)es. Panics on any disagreement.
-pub fn run_op_list(capacity: Option<usize>, ops: &[Op]) {
-    let tracker = match capacity {
-        Some(c) => Tracker::with_capacity(c),
-        None => Tracker::new(),
-    };
+/// Runs `ops` on a tracker of `capacity`, with or without `watermarks` (and
+/// on the model), then [`finish`](Sim::finish)es. Panics on any
+/// disagreement.
+pub fn run_op_list(capacity: Option<usize>, watermarks: bool, ops: &[Op]) {
+    let tracker = build_tracker(capacity, watermarks);
+    assert_eq!(tracker.capacity(), capacity);
+    assert_eq!(tracker.has_watermarks(), watermarks);
     let foreign = Tracker::new();
-    let mut sim = Sim::new(&tracker, &foreign, capacity);
+    let mut sim = Sim::new(&tracker, &foreign);
     for op in ops {
         sim.step(op);
     }
@@ -654,7 +858,7 @@ pub fn run_raw_tickets(data: &[u8]) {
     };
     let tracker = Tracker::new();
     let foreign = Tracker::new();
-    let mut sim = Sim::new(&tracker, &foreign, None);
+    let mut sim = Sim::new(&tracker, &foreign);
     for &(partition, offset, fate) in setup.covered.iter().take(256) {
         sim.step(&Op::Send { partition, offset });
         let last = (sim.tickets.len() - 1) as u8;
@@ -742,8 +946,12 @@ pub enum ThreadOp {
     Interrupt,
     /// `close`.
     Close,
-    /// `in_flight` (a snapshot; only exercised).
+    /// `in_flight`: at least this thread's unresolved records.
     InFlight,
+    /// `committable_with_stats` (`true`) or `committable`.
+    Committable(bool),
+    /// `drain`, zero timeout or a short park.
+    Drain(bool),
 }
 
 /// Offsets in `run_threaded` name their sender: `thread << 32 | seq`.
@@ -751,13 +959,19 @@ fn encode(thread: usize, seq: u64) -> u64 {
     (thread as u64) << 32 | seq
 }
 
+/// The sender and seq an offset of `run_threaded` names.
+fn decode(offset: u64) -> (usize, u64) {
+    ((offset >> 32) as usize, offset & 0xffff_ffff)
+}
+
 struct Shared<'a> {
     tracker: &'a Tracker<u8, u64>,
     capacity: Option<usize>,
+    watermarks: bool,
     /// Per thread: `(partition, seq)` of records sent (about to be) and not
     /// acked. Inserted before `send`, removed before `ack`; failed records
-    /// stay. A flush that returns offset `seq` for a partition must find no
-    /// entry of its sender at or below it.
+    /// stay. A flush or a watermark that returns offset `seq` for a
+    /// partition must find no entry of its sender at or below it.
     unacked: Vec<Mutex<BTreeSet<(u8, u64)>>>,
     /// Offsets of committed flushes, in commit order (the lock is held
     /// across `commit`).
@@ -766,6 +980,8 @@ struct Shared<'a> {
     holder: AtomicBool,
     /// `fail`s begun so far.
     fails: AtomicUsize,
+    /// Partitions on which a `fail` began.
+    failing: Mutex<BTreeSet<u8>>,
     /// Set before any `close()`.
     closing: AtomicBool,
     /// Ticks once before every send; read after every `begin_flush`.
@@ -776,6 +992,12 @@ struct Shared<'a> {
     /// Per thread and own partition: the seq of its last send that returned
     /// `Ok` (0: none yet). Stored after `send` returns.
     done: Vec<[AtomicU64; 2]>,
+    /// Every watermark any `committable` call returned.
+    marks: Mutex<Vec<(u8, u64)>>,
+    /// Calls of the plain `committable`, whose record counts nobody sees.
+    plain_calls: AtomicUsize,
+    /// `committable_records`, summed over all calls.
+    committable_records: AtomicU64,
 }
 
 /// What a flush's holder noted around `begin_flush`, to check its offsets.
@@ -788,13 +1010,45 @@ struct Sealed {
 
 /// What a thread leaves behind.
 struct Outcome {
-    tickets: Vec<Ticket>,
-    raws: Vec<u64>,
+    /// Live tickets, with their index in `records`.
+    tickets: Vec<(Ticket, usize)>,
+    /// Live raw tickets, with their index in `records`.
+    raws: Vec<(u64, usize)>,
+    /// Its records (sends that returned `Ok`), in send order: partition,
+    /// seq, state.
+    records: Vec<(u8, u64, State)>,
     sent: usize,
     resolved: usize,
     failed: usize,
     /// Last successful send per partition: its seq.
     last: HashMap<u8, u64>,
+}
+
+impl Outcome {
+    /// This thread's records of `partition`, in send order: seq and state.
+    fn of(&self, partition: u8) -> impl Iterator<Item = (u64, State)> + '_ {
+        (self.records.iter())
+            .filter(move |r| r.0 == partition)
+            .map(|&(_, seq, state)| (seq, state))
+    }
+}
+
+/// Of records in send order: how many follow the first unresolved one (and
+/// it), and the acked prefix (its length and last seq).
+fn queue_numbers(records: impl Iterator<Item = (u64, State)>) -> (usize, usize, Option<u64>) {
+    let (mut unpassed, mut acked, mut last) = (0, 0, None);
+    let mut stopped = false;
+    for (seq, state) in records {
+        if unpassed > 0 || state == State::Live {
+            unpassed += 1;
+        }
+        stopped |= state != State::Acked;
+        if !stopped {
+            acked += 1;
+            last = Some(seq);
+        }
+    }
+    (unpassed, acked, last)
 }
 
 impl Shared<'_> {
@@ -823,22 +1077,7 @@ impl Shared<'_> {
         }
         drop(committed);
         for (&partition, &offset) in offsets {
-            let (thread, seq) = ((offset >> 32) as usize, offset & 0xffff_ffff);
-            assert!(
-                thread < self.unacked.len(),
-                "offset {offset:#x} from nowhere"
-            );
-            assert!(
-                partition == SHARED || usize::from(partition / 2) == thread,
-                "partition {partition} got thread {thread}'s offset"
-            );
-            let unacked = self.unacked[thread].lock().unwrap();
-            let early = unacked.range((partition, 0)..=(partition, seq)).next();
-            assert!(
-                early.is_none(),
-                "flush returned {partition}:{seq} of thread {thread} while {early:?} is not acked"
-            );
-            drop(unacked);
+            let (thread, seq) = self.check_acked("flush", partition, offset);
             // A send that began after `begin_flush` returned is not covered.
             let started = self.started[thread].lock().unwrap()[&(partition, seq)];
             assert!(
@@ -846,6 +1085,87 @@ impl Shared<'_> {
                 "flush returned {partition}:{seq} of thread {thread}, sent after it was sealed"
             );
         }
+    }
+
+    /// Checks that `offset`, returned for `partition` by `what`, names a
+    /// record of a thread that may send there, and that neither it nor an
+    /// earlier record of its sender on that partition is unacked. Returns
+    /// the sender and seq.
+    fn check_acked(&self, what: &str, partition: u8, offset: u64) -> (usize, u64) {
+        let (thread, seq) = decode(offset);
+        assert!(
+            thread < self.unacked.len(),
+            "{what}: offset {offset:#x} from nowhere"
+        );
+        assert!(
+            partition == SHARED || usize::from(partition / 2) == thread,
+            "{what}: partition {partition} got thread {thread}'s offset"
+        );
+        let unacked = self.unacked[thread].lock().unwrap();
+        let early = unacked.range((partition, 0)..=(partition, seq)).next();
+        assert!(
+            early.is_none(),
+            "{what} returned {partition}:{seq} of thread {thread} while {early:?} is not acked"
+        );
+        (thread, seq)
+    }
+
+    /// Checks what one `committable` call returned. `last` is the caller's
+    /// newest watermark per partition and sender: they only move forward.
+    fn check_marks(&self, offsets: &Offsets, last: &mut HashMap<(u8, usize), u64>) {
+        if !self.watermarks {
+            assert!(offsets.is_empty(), "committable without watermarks");
+            return;
+        }
+        for (&partition, &offset) in offsets {
+            let (thread, seq) = self.check_acked("committable", partition, offset);
+            if let Some(before) = last.insert((partition, thread), seq) {
+                assert!(
+                    before < seq,
+                    "partition {partition}: watermark {seq} of thread {thread} after {before}"
+                );
+            }
+        }
+        self.marks
+            .lock()
+            .unwrap()
+            .extend(offsets.iter().map(|(&p, &o)| (p, o)));
+    }
+
+    /// Checks the statistics of a `committable_with_stats` call, then
+    /// counts its records.
+    fn check_stats(&self, now: &Committable<u8, u64>) {
+        if !self.watermarks {
+            assert!(now.offsets.is_empty() && now.stopped.is_empty());
+            assert_eq!((now.committable_records, now.uncommittable_records), (0, 0));
+            assert_eq!((now.partitions_in_flight, now.largest_backlog), (0, None));
+            return;
+        }
+        assert!(
+            now.committable_records >= now.offsets.len() as u64,
+            "{now:?}: an advance covers an acked record"
+        );
+        let busy = now.uncommittable_records > 0;
+        assert_eq!(now.partitions_in_flight > 0, busy, "{now:?}");
+        assert!(now.partitions_in_flight <= 2 * self.unacked.len() + 1);
+        match now.largest_backlog {
+            None => assert!(!busy, "{now:?}: no largest backlog"),
+            Some((_, most)) => assert!(
+                most > 0
+                    && most <= now.uncommittable_records
+                    && most * now.partitions_in_flight as u64 >= now.uncommittable_records,
+                "{now:?}: largest backlog"
+            ),
+        }
+        let failing = self.failing.lock().unwrap();
+        let stopped: BTreeSet<u8> = now.stopped.iter().copied().collect();
+        assert_eq!(stopped.len(), now.stopped.len(), "{now:?}: stopped twice");
+        assert!(
+            stopped.is_subset(&failing),
+            "{now:?}: stopped, but no fail began on {failing:?}"
+        );
+        drop(failing);
+        (self.committable_records).fetch_add(now.committable_records, Ordering::SeqCst);
     }
 
     fn run(&self, thread: usize, ops: &[ThreadOp]) -> Outcome {
@@ -856,12 +1176,12 @@ impl Shared<'_> {
             clock_after: 0,
         };
         let mut ready: Option<Offsets> = None;
-        let mut tickets: Vec<(Ticket, u8, u64)> = Vec::new();
-        let mut raws: Vec<(u64, u8, u64)> = Vec::new();
         let mut stale: Vec<u64> = Vec::new();
+        let mut last_mark = HashMap::new();
         let mut out = Outcome {
             tickets: Vec::new(),
             raws: Vec::new(),
+            records: Vec::new(),
             sent: 0,
             resolved: 0,
             failed: 0,
@@ -889,7 +1209,8 @@ impl Shared<'_> {
                             if !shared {
                                 self.done[thread][usize::from(second)].store(seq, Ordering::SeqCst);
                             }
-                            tickets.push((ticket, partition, seq));
+                            out.tickets.push((ticket, out.records.len()));
+                            out.records.push((partition, seq, State::Live));
                             out.sent += 1;
                             out.last.insert(partition, seq);
                         }
@@ -906,43 +1227,39 @@ impl Shared<'_> {
                     }
                 }
                 ThreadOp::Ack(i) | ThreadOp::Fail(i) => {
-                    if tickets.is_empty() {
+                    if out.tickets.is_empty() {
                         continue;
                     }
-                    let (ticket, partition, seq) = tickets.swap_remove(i as usize % tickets.len());
+                    let (ticket, id) = out.tickets.swap_remove(i as usize % out.tickets.len());
+                    let (partition, seq, _) = out.records[id];
                     stale.push(peek_raw(&ticket));
-                    let result = if matches!(op, ThreadOp::Fail(_)) {
-                        self.fails.fetch_add(1, Ordering::SeqCst);
-                        out.failed += 1;
+                    let fail = matches!(op, ThreadOp::Fail(_));
+                    self.resolving(unacked, &mut out, id, fail);
+                    let result = if fail {
                         tracker.fail(ticket)
                     } else {
-                        unacked.lock().unwrap().remove(&(partition, seq));
                         tracker.ack(ticket)
                     };
-                    assert_eq!(result, Ok(()));
-                    out.resolved += 1;
+                    assert_eq!(result, Ok(()), "{partition}:{seq}");
                 }
                 ThreadOp::IntoRaw(i) => {
-                    if !tickets.is_empty() {
-                        let (ticket, p, s) = tickets.swap_remove(i as usize % tickets.len());
-                        raws.push((ticket.into_raw(), p, s));
+                    if !out.tickets.is_empty() {
+                        let (ticket, id) = out.tickets.swap_remove(i as usize % out.tickets.len());
+                        out.raws.push((ticket.into_raw(), id));
                     }
                 }
                 ThreadOp::AckRaw(i, fail) => {
-                    if raws.is_empty() {
+                    if out.raws.is_empty() {
                         continue;
                     }
-                    let (raw, partition, seq) = raws.swap_remove(i as usize % raws.len());
+                    let (raw, id) = out.raws.swap_remove(i as usize % out.raws.len());
+                    self.resolving(unacked, &mut out, id, fail);
                     let result = if fail {
-                        self.fails.fetch_add(1, Ordering::SeqCst);
-                        out.failed += 1;
                         tracker.fail_raw(raw)
                     } else {
-                        unacked.lock().unwrap().remove(&(partition, seq));
                         tracker.ack_raw(raw)
                     };
                     assert_eq!(result, Ok(()));
-                    out.resolved += 1;
                     stale.push(raw);
                 }
                 ThreadOp::Stale(i, fail) => {
@@ -978,12 +1295,7 @@ impl Shared<'_> {
                 }
                 ThreadOp::Wait(park) => {
                     let Some(flush) = &mut flush else { continue };
-                    let timeout = if park {
-                        Duration::from_micros(200)
-                    } else {
-                        Duration::ZERO
-                    };
-                    match flush.wait(timeout) {
+                    match flush.wait(short(park)) {
                         Ok(offsets) => {
                             self.check_ok(&offsets, &sealed);
                             if let Some(before) = &ready {
@@ -1029,7 +1341,38 @@ impl Shared<'_> {
                     tracker.close();
                 }
                 ThreadOp::InFlight => {
-                    let _ = tracker.in_flight();
+                    // This thread's unresolved records are in flight
+                    // throughout the call.
+                    let mine = out.tickets.len() + out.raws.len();
+                    let in_flight = tracker.in_flight();
+                    assert!(in_flight >= mine, "in_flight {in_flight}, {mine} of mine");
+                }
+                ThreadOp::Committable(stats) => {
+                    let offsets = if stats {
+                        let now = tracker.committable_with_stats();
+                        self.check_stats(&now);
+                        now.offsets
+                    } else {
+                        self.plain_calls.fetch_add(1, Ordering::SeqCst);
+                        tracker.committable()
+                    };
+                    self.check_marks(&offsets, &mut last_mark);
+                }
+                ThreadOp::Drain(park) => {
+                    // This thread's unresolved records were sent before the
+                    // call and stay unresolved throughout it.
+                    let mine = out.tickets.len() + out.raws.len();
+                    match tracker.drain(short(park)) {
+                        Ok(()) => assert_eq!(mine, 0, "drain Ok, {mine} of mine unresolved"),
+                        Err(FlushError::Timeout { pending }) => {
+                            assert!(
+                                pending > 0 && pending >= mine,
+                                "pending {pending}, mine {mine}"
+                            );
+                        }
+                        Err(FlushError::Interrupted) => {}
+                        Err(error) => panic!("drain returned {error:?}"),
+                    }
                 }
             }
         }
@@ -1037,9 +1380,37 @@ impl Shared<'_> {
             self.holder.store(false, Ordering::SeqCst);
             drop(flush);
         }
-        out.tickets = tickets.into_iter().map(|(t, ..)| t).collect();
-        out.raws = raws.into_iter().map(|(r, ..)| r).collect();
         out
+    }
+
+    /// Bookkeeping before record `id` of `out` is acked or failed.
+    fn resolving(
+        &self,
+        unacked: &Mutex<BTreeSet<(u8, u64)>>,
+        out: &mut Outcome,
+        id: usize,
+        fail: bool,
+    ) {
+        let (partition, seq, state) = &mut out.records[id];
+        if fail {
+            self.fails.fetch_add(1, Ordering::SeqCst);
+            self.failing.lock().unwrap().insert(*partition);
+            out.failed += 1;
+            *state = State::Failed;
+        } else {
+            unacked.lock().unwrap().remove(&(*partition, *seq));
+            *state = State::Acked;
+        }
+        out.resolved += 1;
+    }
+}
+
+/// A zero timeout, or a short park.
+fn short(park: bool) -> Duration {
+    if park {
+        Duration::from_micros(200)
+    } else {
+        Duration::ZERO
     }
 }
 
@@ -1048,33 +1419,30 @@ impl Shared<'_> {
 pub fn run_threaded(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let threads = 2 + usize::from(u8::arbitrary(&mut u).unwrap_or(0) % 2);
-    let capacity = match u8::arbitrary(&mut u).unwrap_or(0) {
-        c @ 0..=63 => Some(usize::from(c % 32)),
-        _ => None,
-    };
+    let (capacity, watermarks) = pick_setup(&mut u, 32);
     let mut per_thread: Vec<Vec<ThreadOp>> = vec![Vec::new(); threads];
     if let Ok(iter) = u.arbitrary_iter::<(u8, ThreadOp)>() {
         for (thread, op) in iter.take(1024).map_while(Result::ok) {
             per_thread[usize::from(thread) % threads].push(op);
         }
     }
-    run_threaded_ops(capacity, &per_thread);
+    run_threaded_ops(capacity, watermarks, &per_thread);
 }
 
 /// Runs each list of `per_thread` on its own thread (all released by one
-/// barrier), then checks the end state. Panics on a violation.
-pub fn run_threaded_ops(capacity: Option<usize>, per_thread: &[Vec<ThreadOp>]) {
-    let tracker = match capacity {
-        Some(c) => Tracker::with_capacity(c),
-        None => Tracker::new(),
-    };
+/// barrier) on a tracker of `capacity`, with or without `watermarks`, then
+/// checks the end state. Panics on a violation.
+pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &[Vec<ThreadOp>]) {
+    let tracker = build_tracker(capacity, watermarks);
     let shared = Shared {
         tracker: &tracker,
         capacity,
+        watermarks,
         unacked: per_thread.iter().map(|_| Mutex::default()).collect(),
         committed: Mutex::default(),
         holder: AtomicBool::new(false),
         fails: AtomicUsize::new(0),
+        failing: Mutex::default(),
         closing: AtomicBool::new(false),
         clock: AtomicU64::new(0),
         started: per_thread.iter().map(|_| Mutex::default()).collect(),
@@ -1082,9 +1450,12 @@ pub fn run_threaded_ops(capacity: Option<usize>, per_thread: &[Vec<ThreadOp>]) {
             .iter()
             .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
             .collect(),
+        marks: Mutex::default(),
+        plain_calls: AtomicUsize::new(0),
+        committable_records: AtomicU64::new(0),
     };
     let barrier = Barrier::new(per_thread.len());
-    let outcomes: Vec<Outcome> = std::thread::scope(|s| {
+    let mut outcomes: Vec<Outcome> = std::thread::scope(|s| {
         let handles: Vec<_> = (per_thread.iter().enumerate())
             .map(|(thread, ops)| {
                 let (shared, barrier) = (&shared, &barrier);
@@ -1100,29 +1471,59 @@ pub fn run_threaded_ops(capacity: Option<usize>, per_thread: &[Vec<ThreadOp>]) {
             .collect()
     });
 
-    // Nothing lost: at quiescence, in_flight = sends - resolutions.
+    // Nothing lost: at quiescence, in_flight = sends - resolutions, and on
+    // a watermark tracker also the resolved records behind an unresolved
+    // one of their partition: exactly known for the threads' own
+    // partitions; on the shared one, at least those behind an unresolved
+    // record of their own sender, at most all resolved ones too.
     let sent: usize = outcomes.iter().map(|o| o.sent).sum();
     let resolved: usize = outcomes.iter().map(|o| o.resolved).sum();
     let failed: usize = outcomes.iter().map(|o| o.failed).sum();
-    assert_eq!(
-        tracker.in_flight(),
-        sent - resolved,
-        "in_flight at quiescence"
-    );
+    let in_flight = tracker.in_flight();
+    if watermarks {
+        let (mut at_least, mut at_most) = (0, 0);
+        for (thread, outcome) in outcomes.iter().enumerate() {
+            for partition in [2 * thread as u8, 2 * thread as u8 + 1] {
+                let unpassed = queue_numbers(outcome.of(partition)).0;
+                at_least += unpassed;
+                at_most += unpassed;
+            }
+            at_least += queue_numbers(outcome.of(SHARED)).0;
+            at_most += outcome.of(SHARED).count();
+        }
+        assert!(
+            (at_least..=at_most).contains(&in_flight),
+            "in_flight {in_flight} at quiescence, not in {at_least}..={at_most}"
+        );
+    } else {
+        assert_eq!(in_flight, sent - resolved, "in_flight at quiescence");
+    }
     if let Some(capacity) = capacity {
         assert!(sent - resolved <= capacity);
     }
-    let mut last: Vec<HashMap<u8, u64>> = Vec::new();
-    for outcome in outcomes {
-        for ticket in outcome.tickets {
+    for (thread, outcome) in outcomes.iter_mut().enumerate() {
+        let unacked = &shared.unacked[thread];
+        for (ticket, id) in std::mem::take(&mut outcome.tickets) {
+            shared.resolving(unacked, outcome, id, false);
             assert_eq!(tracker.ack(ticket), Ok(()));
         }
-        for raw in outcome.raws {
+        for (raw, id) in std::mem::take(&mut outcome.raws) {
+            shared.resolving(unacked, outcome, id, false);
             assert_eq!(tracker.ack_raw(raw), Ok(()));
         }
-        last.push(outcome.last);
     }
     assert_eq!(tracker.in_flight(), 0);
+    check_watermarks_at_rest(&shared, &outcomes);
+
+    // Nothing in flight: a drain returns at once.
+    let mut drained = tracker.drain(Duration::ZERO);
+    if drained == Err(FlushError::Interrupted) {
+        // A leftover interrupt; it is delivered once.
+        drained = tracker.drain(Duration::ZERO);
+    }
+    assert_eq!(drained, Ok(()), "drain at rest");
+
+    let last: Vec<HashMap<u8, u64>> = outcomes.into_iter().map(|o| o.last).collect();
 
     // The final flush covers everything not committed.
     let mut flush = tracker.begin_flush().expect("no flush is alive any more");
@@ -1186,4 +1587,86 @@ pub fn run_threaded_ops(capacity: Option<usize>, per_thread: &[Vec<ThreadOp>]) {
     let mut flush = tracker.begin_flush().expect("no flush is alive");
     assert_eq!(flush.wait(Duration::ZERO), Ok(Offsets::new()));
     assert_eq!(flush.commit(), Ok(()));
+}
+
+/// With every record resolved and every thread joined: the watermarks have
+/// passed everything, and all `committable` calls together returned each
+/// partition's acked prefix.
+fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
+    let tracker = shared.tracker;
+    let now = tracker.committable_with_stats();
+    shared.check_stats(&now);
+    shared.check_marks(&now.offsets, &mut HashMap::new());
+    if !shared.watermarks {
+        return;
+    }
+    assert_eq!(now.uncommittable_records, 0, "{now:?}");
+    assert_eq!(now.largest_backlog, None);
+    let mut failed_on: BTreeSet<u8> = BTreeSet::new();
+    for outcome in outcomes {
+        for &(partition, _, state) in &outcome.records {
+            assert_ne!(state, State::Live);
+            if state == State::Failed {
+                failed_on.insert(partition);
+            }
+        }
+    }
+    let stopped: BTreeSet<u8> = now.stopped.iter().copied().collect();
+    assert_eq!(stopped, failed_on, "stopped partitions at rest");
+
+    let marks = shared.marks.lock().unwrap();
+    let distinct: BTreeSet<(u8, u64)> = marks.iter().copied().collect();
+    assert_eq!(distinct.len(), marks.len(), "an advance returned twice");
+    // Per partition and sender: the newest seq any call returned.
+    let mut newest: HashMap<(u8, usize), u64> = HashMap::new();
+    for &(partition, offset) in marks.iter() {
+        let (thread, seq) = decode(offset);
+        let entry = newest.entry((partition, thread)).or_default();
+        *entry = seq.max(*entry);
+    }
+    // Own partitions: the newest watermark is the acked prefix's last
+    // record, and the records returned are the acked prefix's.
+    let mut acked_prefixes = 0;
+    for (thread, outcome) in outcomes.iter().enumerate() {
+        for partition in [2 * thread as u8, 2 * thread as u8 + 1] {
+            let (_, acked, last) = queue_numbers(outcome.of(partition));
+            assert_eq!(
+                newest.get(&(partition, thread)).copied(),
+                last,
+                "partition {partition}: newest watermark"
+            );
+            acked_prefixes += acked as u64;
+        }
+    }
+    // The shared partition, whose send order across threads is unknown:
+    // without failures, its newest watermark is the last record sent there,
+    // the last of its sender's.
+    let shared_sent: u64 = outcomes.iter().map(|o| o.of(SHARED).count() as u64).sum();
+    let shared_acked: u64 = (outcomes.iter())
+        .map(|o| o.of(SHARED).filter(|r| r.1 == State::Acked).count() as u64)
+        .sum();
+    if !failed_on.contains(&SHARED) && shared_sent > 0 {
+        assert!(
+            (outcomes.iter().enumerate()).any(|(thread, outcome)| {
+                let last = outcome.of(SHARED).last().map(|r| r.0);
+                last.is_some() && newest.get(&(SHARED, thread)).copied() == last
+            }),
+            "shared partition: no sender's last record is a watermark"
+        );
+    }
+    if shared.plain_calls.load(Ordering::SeqCst) == 0 {
+        let records = shared.committable_records.load(Ordering::SeqCst);
+        if failed_on.contains(&SHARED) {
+            assert!(
+                (acked_prefixes..=acked_prefixes + shared_acked).contains(&records),
+                "committable_records {records}, own prefixes {acked_prefixes}, \
+                 shared acked {shared_acked}"
+            );
+        } else {
+            assert_eq!(records, acked_prefixes + shared_sent, "committable_records");
+        }
+    }
+    drop(marks);
+    let after = tracker.committable_with_stats();
+    assert!(after.offsets.is_empty() && after.committable_records == 0);
 }
