@@ -275,9 +275,8 @@ fn threaded_watermarks_explicit_ops() {
 }
 
 // ---------------------------------------------------------------------------
-// Known deviations from the documentation, found while writing the fuzz
-// model or by fuzzing. Ignored until `src/` is fixed; run with
-// `cargo test --test fuzz_replay -- --ignored`.
+// Deviations from the documentation found while writing the fuzz model or by
+// fuzzing, fixed in `src/` and kept as regression tests.
 // ---------------------------------------------------------------------------
 
 /// `ResolveError::Unknown` is documented as "a forged raw value, or a raw
@@ -309,16 +308,15 @@ fn forged_raw_ticket_is_unknown_not_already_resolved() {
 /// "acked records newly behind the watermarks: those the advances in
 /// `offsets` cover", and an advance covers at least its own record.
 ///
-/// The advancer's `publish` adds to the partition's `unreported` count,
-/// then swaps its mark in; `take` swaps the mark out, then the count. A
-/// `take` between the advancer's two steps gets the older mark with the
-/// newer advance's records, and the next call gets the newer mark with
-/// none. Totals over all calls stay right; one call's count does not match
-/// the advances it returns (about 700 times in 31 million calls in both
-/// directions, with one thread sending and acking and one calling
-/// `committable_with_stats`, in release). Ignored until `src/` is fixed.
+/// The advancer's `publish` added to the partition's `unreported` count,
+/// then swapped its mark in; `take` swapped the mark out, then the count. A
+/// `take` between the advancer's two steps got the older mark with the
+/// newer advance's records, and the next call the newer mark with none
+/// (about 700 times in 31 million calls, with one thread sending and acking
+/// and one calling `committable_with_stats`, in release). Fixed: each mark
+/// now carries the partition's running count of passed acked records, so
+/// the count travels with the mark.
 #[test]
-#[ignore = "crate bug: committable_records is attributed to the wrong call under a concurrent advance"]
 fn committable_records_match_the_returned_advances() {
     use inflight::Tracker;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -358,9 +356,8 @@ fn committable_records_match_the_returned_advances() {
 }
 
 /// The fuzzer's input for the bug above. It needs an interleaving: it did
-/// not fail again in 3,000 runs of the fuzz build.
+/// not fail again in 3,000 runs of the fuzz build before the fix.
 #[test]
-#[ignore = "crate bug: committable_records is attributed to the wrong call under a concurrent advance"]
 fn threaded_committable_records_race_input() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fuzz/regressions/threaded/committable-records-race");
