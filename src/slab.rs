@@ -51,7 +51,7 @@
 //! # Free lists
 //!
 //! Free slots sit on Treiber stacks threaded through the slots'
-//! `next_free` fields. Each stack head packs a 32-bit version with the top
+//! `link` fields. Each stack head packs a 32-bit version with the top
 //! index, so a pop that raced a pop-and-push of the same slot fails its CAS
 //! (the classic ABA). There are a few stacks, cache-padded; a thread pushes to
 //! and pops from the stack its [`thread_index`] picks, and takes from the
@@ -103,17 +103,17 @@ pub(crate) enum Outcome {
 pub(crate) struct Slot<O> {
     /// Tag, hold bit and status; see the module docs.
     state: AtomicU64,
-    /// The next free slot + 1 (0: end of list), while this slot is free.
-    next_free: AtomicU32,
+    /// While the slot is free: the next free slot + 1 (0: end of list).
+    /// While it holds a record: the record's partition number, read like
+    /// `generation` (only a successful resolution CAS makes it trustworthy).
+    link: AtomicU32,
     /// The generation the record entered, opaque to the slab. Written before
     /// publish; read by a resolver *before* its resolution CAS, because once
     /// a held slot is resolved its holder may free and reuse it at once.
     generation: AtomicPtr<()>,
-    /// The record's partition number; read like `generation`.
-    partition: AtomicU32,
-    /// The next record of the partition in its watermark queue: `tag << 32 |
-    /// (slot + 1)`, 0 until that record links itself (see `watermark`).
-    pub(crate) next_queued: AtomicU64,
+    /// The next record of the partition in its watermark queue: its slot +
+    /// 1, 0 until that record links itself (see `watermark`).
+    pub(crate) next_queued: AtomicU32,
     /// While `MARKED`: how many acked records its partition's watermark had
     /// passed when it reached this one (a statistic for `committable`).
     covered: AtomicU64,
@@ -125,10 +125,9 @@ impl<O> Slot<O> {
     fn new(tag: u32) -> Self {
         Self {
             state: AtomicU64::new((u64::from(tag) << 32) | FREE),
-            next_free: AtomicU32::new(0),
+            link: AtomicU32::new(0),
             generation: AtomicPtr::new(std::ptr::null_mut()),
-            partition: AtomicU32::new(0),
-            next_queued: AtomicU64::new(0),
+            next_queued: AtomicU32::new(0),
             covered: AtomicU64::new(0),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
@@ -251,7 +250,7 @@ impl<O> Slab<O> {
     fn pop(&self, shard: usize) -> Option<usize> {
         let head = &self.free[shard];
         // Acquire: pairs with the Release push that put the top slot there,
-        // so its `next_free` (and the pusher's last writes) are visible.
+        // so its `link` (and the pusher's last writes) are visible.
         let mut top = head.load(Ordering::Acquire);
         loop {
             let index = (top & 0xffff_ffff) as usize;
@@ -261,7 +260,7 @@ impl<O> Slab<O> {
             let index = index - 1;
             // Relaxed: ordered by the Acquire load of `head` above; a stale
             // value can only come with a changed head, which fails the CAS.
-            let next = self.slot(index).next_free.load(Ordering::Relaxed);
+            let next = self.slot(index).link.load(Ordering::Relaxed);
             let version = (top >> 32).wrapping_add(1);
             // Acquire: takes ownership of the slot from its pusher.
             match head.compare_exchange_weak(
@@ -283,10 +282,10 @@ impl<O> Slab<O> {
         let mut top = head.load(Ordering::Relaxed);
         loop {
             // Relaxed: published by the Release CAS below.
-            slot.next_free
+            slot.link
                 .store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
             let version = (top >> 32).wrapping_add(1);
-            // Release: hands the slot (and its `next_free`) to the next popper.
+            // Release: hands the slot (and its `link`) to the next popper.
             match head.compare_exchange_weak(
                 top,
                 (version << 32) | (index as u64 + 1),
@@ -316,7 +315,7 @@ impl<O> Slab<O> {
         };
         // Relaxed, all three: private until the Release publish (or a
         // Release cell CAS or queue link that makes it reachable as held).
-        slot.partition.store(partition, Ordering::Relaxed);
+        slot.link.store(partition, Ordering::Relaxed);
         slot.next_queued.store(0, Ordering::Relaxed);
         slot.state
             .store((u64::from(next) << 32) | holds | FREE, Ordering::Relaxed);
@@ -393,7 +392,7 @@ impl<O> Slab<O> {
             // resolved, its holder may free and reuse it at once. The CAS
             // from LIVE(tag) proves the reads belong to this record.
             let generation = slot.generation.load(Ordering::Relaxed);
-            let partition = slot.partition.load(Ordering::Relaxed);
+            let partition = slot.link.load(Ordering::Relaxed);
             let next = match (held, outcome) {
                 (false, _) => current & !STATUS, // FREE, same tag
                 (true, Outcome::Ack) => (current & !STATUS) | ACKED,

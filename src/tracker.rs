@@ -237,7 +237,7 @@ where
         }
         if let Some(watermarks) = &self.watermarks {
             // Before publishing: the record's resolution must find it linked.
-            watermarks.link(&self.slots, number, index, tag);
+            watermarks.link(&self.slots, number, index);
         }
         self.slots.publish(index);
 

@@ -55,34 +55,37 @@
 use crate::generation::Generation;
 use crate::pages::Pages;
 use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use std::collections::HashMap;
 use std::hash::Hash;
 
-/// A queued record: `tag << 32 | (slot + 1)`. Never 0, which stands for the
-/// stub (as `head`/`tail`) or for "no link yet" (as a link).
-pub(crate) fn node(index: usize, tag: u32) -> u64 {
-    (u64::from(tag) << 32) | (index as u64 + 1)
+/// A queued record: its slot + 1. Never 0, which stands for the stub (as
+/// `head`/`tail`), for "no link yet" (as a link) or "no mark". The slot
+/// alone names the record: a queued or marked slot is held, so it cannot be
+/// reused while anything points at it.
+fn node(index: usize) -> u32 {
+    // Slot indices are below MAX_SLOTS < 2^24.
+    index as u32 + 1
 }
 
-fn index_of(node: u64) -> usize {
-    (node & 0xffff_ffff) as usize - 1
+fn index_of(node: u32) -> usize {
+    node as usize - 1
 }
 
 /// One partition's queue and mark.
 pub(crate) struct Queue {
     /// The last record queued; 0 (the stub) before the first.
-    tail: AtomicU64,
+    tail: AtomicU32,
     /// The stub's link: the partition's first record, 0 until it links.
-    first: AtomicU64,
+    first: AtomicU32,
     /// Records ever queued.
     sent: AtomicU64,
     /// Advance requests; see the module docs.
     work: AtomicU64,
     /// The last record passed; 0 (the stub) before the first. Only the
     /// thread that holds `work` touches it.
-    head: UnsafeCell<u64>,
+    head: UnsafeCell<u32>,
     /// Records passed. Written only by the advancer.
     passed: AtomicU64,
     /// Acked records the watermark has passed, in all. Only the advancer
@@ -93,14 +96,14 @@ pub(crate) struct Queue {
     /// A failed record was passed: the watermark never moves again.
     stopped: AtomicBool,
     /// The newest untaken watermark record (holding `MARKED`), or 0.
-    mark: AtomicU64,
+    mark: AtomicU32,
 }
 
 impl Queue {
     fn new() -> Self {
         Self {
-            tail: AtomicU64::new(0),
-            first: AtomicU64::new(0),
+            tail: AtomicU32::new(0),
+            first: AtomicU32::new(0),
             sent: AtomicU64::new(0),
             work: AtomicU64::new(0),
             head: UnsafeCell::new(0),
@@ -108,7 +111,7 @@ impl Queue {
             marked: UnsafeCell::new(0),
             reported: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
-            mark: AtomicU64::new(0),
+            mark: AtomicU32::new(0),
         }
     }
 }
@@ -140,7 +143,7 @@ impl Watermarks {
     /// Queues a prepared record (holding `QUEUED`, not yet published) at the
     /// end of its partition's queue. Call before publishing the record, so
     /// that its resolution always finds it linked.
-    pub(crate) fn link<O>(&self, slots: &Slab<O>, partition: usize, index: usize, tag: u32) {
+    pub(crate) fn link<O>(&self, slots: &Slab<O>, partition: usize, index: usize) {
         let queue = self
             .queues
             .get_or_alloc(partition, || CachePadded::new(Queue::new()));
@@ -151,7 +154,7 @@ impl Watermarks {
             // queue's page; the record itself is published by its link.
             self.used.fetch_max(partition + 1, Ordering::Release);
         }
-        let me = node(index, tag);
+        let me = node(index);
         // AcqRel: Release hands our slot's reset link (`next_queued` = 0,
         // written at prepare) to the next sender, who stores into it;
         // Acquire sees our predecessor's reset link before we store into it.
@@ -285,7 +288,7 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
     let mut stopped = queue.stopped.load(Ordering::Relaxed);
     // The newest passed acked record, not yet published as the mark. It is
     // always `head` when set.
-    let mut candidate = 0_u64;
+    let mut candidate = 0_u32;
     // Passed records whose generation count we have yet to decrement, all of
     // one generation: (generation, how many, how many failed).
     let mut group: Option<(*const (), u64, u64)> = None;
@@ -382,7 +385,7 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
 /// partition's mark, dropping the hold on the mark it replaces. The mark
 /// carries the partition's count of acked records passed so far, `marked`
 /// of them new since the last mark.
-fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u64, marked: &mut u64) {
+fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) {
     // SAFETY: only the holder of `work`, the caller, touches `marked`.
     let total = queue.marked.with_mut(|m| unsafe {
         *m += std::mem::take(marked);
