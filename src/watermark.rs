@@ -55,7 +55,9 @@
 use crate::generation::Generation;
 use crate::pages::Pages;
 use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell};
+use crate::sync::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell,
+};
 use crate::Tracker;
 use std::collections::HashMap;
 use std::hash::Hash;
