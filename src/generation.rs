@@ -171,6 +171,14 @@ impl Generation {
         (self.state.load(Ordering::Acquire) & LIVE_MASK) as usize
     }
 
+    /// Records that entered the generation (including sends that backed out
+    /// of a sealed one). A send that returned before the caller started is
+    /// counted: its entering RMW happens before this load.
+    pub(crate) fn entries(&self) -> u32 {
+        // Acquire: as in `live`.
+        (self.state.load(Ordering::Acquire) >> 32) as u32
+    }
+
     /// Whether the generation is sealed.
     pub(crate) fn is_sealed(&self) -> bool {
         // Acquire: a sealed generation's `next` is visible (set before seal).

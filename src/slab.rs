@@ -433,6 +433,16 @@ impl<O> Slab<O> {
     /// record was already resolved and that was its last hold, the slot is
     /// freed and recycled.
     pub(crate) fn release(&self, index: usize, hold: u64) {
+        if self.release_keeping(index, hold) {
+            self.recycle(index);
+        }
+    }
+
+    /// [`release`](Self::release), except that a slot this frees is not
+    /// recycled: returns true if it was freed, and the caller then owns it
+    /// and must [`recycle`](Self::recycle) it (which drops the offset, user
+    /// code, so a caller inside a critical section can do that later).
+    pub(crate) fn release_keeping(&self, index: usize, hold: u64) -> bool {
         let slot = self.slot(index);
         // Acquire: pairs with the Release CAS of the resolution (or publish).
         let mut current = slot.state.load(Ordering::Acquire);
@@ -454,11 +464,28 @@ impl<O> Slab<O> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => break,
+                Ok(_) => return frees,
                 Err(seen) => current = seen,
             }
         }
-        if frees {
+    }
+
+    /// Threads a slot freed by [`release_keeping`](Self::release_keeping)
+    /// onto the caller's private list `list` (slot + 1, 0 for empty), through
+    /// its free-list link; nothing else reads the link of a slot that is on
+    /// no free list.
+    pub(crate) fn keep_freed(&self, index: usize, list: &mut u32) {
+        // Relaxed: the slot is private to the caller until `recycle_kept`.
+        self.slot(index).link.store(*list, Ordering::Relaxed);
+        *list = index as u32 + 1;
+    }
+
+    /// Recycles every slot on a list built by [`keep_freed`](Self::keep_freed).
+    pub(crate) fn recycle_kept(&self, mut list: u32) {
+        while let Some(index) = list.checked_sub(1) {
+            let index = index as usize;
+            // Relaxed: private, as in `keep_freed`.
+            list = self.slot(index).link.load(Ordering::Relaxed);
             self.recycle(index);
         }
     }

@@ -406,11 +406,12 @@ where
             // generation until the watermark passes it; the advance (ours or
             // the thread's already advancing) counts it out of both.
             debug_assert!(!resolved.freed);
-            watermarks.advance(&self.slots, resolved.partition as usize, |g, n, failed| {
-                if g.leave_many(n, failed) {
-                    self.waiter.wake();
-                }
-            });
+            watermarks.advance(
+                &self.slots,
+                resolved.partition as usize,
+                |g, n, failed| g.leave_many(n, failed),
+                || self.waiter.wake(),
+            );
             return Ok(());
         }
         let freed = resolved.freed;
@@ -495,7 +496,15 @@ where
     ///   `drain` or a flush's `wait`).
     ///
     /// Seals the open generation, like a flush does, so records sent from
-    /// now on are not waited for.
+    /// now on are not waited for. (On a tracker with watermarks, where a
+    /// record counts until the watermark passes it, a record sent
+    /// concurrently with this call may be waited for too, when it took an
+    /// earlier place in its partition's queue.) Each call that finds records
+    /// sent since the last seal leaves a sealed generation behind until a
+    /// barrier flush folds it (a few hundred bytes and one retained slot per
+    /// partition in it), so drain at the end of a tracker's life, or retry
+    /// after `close`, rather than in a loop beside live sends on a tracker
+    /// that never flushes.
     ///
     /// ```
     /// use std::time::Duration;
@@ -522,10 +531,19 @@ where
         let guard = epoch::pin();
         // Acquire: see the generation's initialisation.
         let open = self.open.load(Ordering::Acquire, &guard);
-        // Won or lost, `open` is sealed (or being sealed) after this.
-        self.seal(open, &guard);
         // SAFETY: `open` was loaded under `guard`, so it is still allocated.
-        let upto = unsafe { open.deref() }.id;
+        let generation = unsafe { open.deref() };
+        let upto = if generation.entries() == 0 && generation.id > 0 {
+            // Nothing entered the open generation: every send that returned
+            // before this call entered an older one. Sealing an empty
+            // generation would only lengthen the chain (a retry loop of
+            // drains after `close` would add one per call).
+            generation.id - 1
+        } else {
+            // Won or lost, `open` is sealed (or being sealed) after this.
+            self.seal(open, &guard);
+            generation.id
+        };
         // A lost race leaves SEALED to the winner, who may set it late; set
         // it on every generation up to ours ourselves (idempotent), as
         // `begin_flush` does, so each one's last `leave` wakes us.
@@ -544,10 +562,13 @@ where
         pending
     }
 
-    /// Asks the flush that is waiting, or else the next one to wait, to give
-    /// up: its `wait` returns [`FlushError::Interrupted`](crate::FlushError::Interrupted)
-    /// promptly, and the flush can then only be aborted. Interrupts are not
-    /// counted: several before a `wait` are delivered once.
+    /// Asks the call that is waiting, or else the next one to wait, to give
+    /// up: a flush's `wait` (or `wait_async`) returns
+    /// [`FlushError::Interrupted`](crate::FlushError::Interrupted) promptly,
+    /// and the flush can then only be aborted; a `drain` (or `drain_async`)
+    /// returns it too. Each interrupt is delivered to exactly one waiting
+    /// call: with a flush and a drain waiting at once, either may take it.
+    /// Interrupts are not counted: several before a wait are delivered once.
     ///
     /// ```
     /// use std::time::Duration;
@@ -793,7 +814,10 @@ where
     /// unless asked for. On such a tracker a record counts as in flight
     /// ([`in_flight`](Tracker::in_flight), [`drain`](Tracker::drain),
     /// [`Flush::pending`]) until the watermark has passed it: an acked
-    /// record behind an unacked one of its partition is still counted.
+    /// record behind an unacked one of its partition is still counted, and
+    /// keeps its slot. A capacity bounds unresolved records only; records
+    /// acked behind an unacked one are bounded by the tracker's 2^24 − 1
+    /// slots.
     pub fn watermarks(mut self) -> Self {
         self.watermarks = true;
         self
@@ -865,6 +889,31 @@ mod tests {
         let mut tracker = Tracker::new();
         tracker.rollover = rollover;
         tracker
+    }
+
+    fn generations(tracker: &Tracker<u32, u64>) -> usize {
+        let mut n = 0;
+        tracker.walk(&epoch::pin(), None, |_| n += 1);
+        n
+    }
+
+    /// A drain retried after `close` (nothing sent since) seals no new
+    /// generation per call, so the chain every drain walks stays short.
+    #[test]
+    fn retried_drains_after_close_do_not_grow_the_chain() {
+        let tracker = Tracker::new();
+        let ticket = tracker.send(0, 1).unwrap();
+        tracker.close();
+        for _ in 0..100 {
+            let pending = tracker.drain(Duration::ZERO);
+            assert_eq!(pending, Err(crate::FlushError::Timeout { pending: 1 }));
+        }
+        assert_eq!(generations(&tracker), 2, "the sealed one and the open one");
+        tracker.ack(ticket).unwrap();
+        tracker.drain(Duration::ZERO).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        assert_eq!(flush.wait(Duration::ZERO).unwrap()[&0], 1);
+        flush.commit().unwrap();
     }
 
     #[test]

@@ -151,7 +151,12 @@ impl Watermarks {
             .get_or_alloc(partition, || CachePadded::new(Queue::new()));
         // Relaxed: a statistic; `passed` never overtakes it because a record
         // is counted here before it can be passed.
-        if queue.sent.fetch_add(1, Ordering::Relaxed) == 0 {
+        queue.sent.fetch_add(1, Ordering::Relaxed);
+        // Every sender checks, not only the partition's first: a second
+        // sender may link, be acked and be passed while the first is still
+        // between its count and its bound. Relaxed: a cheap look; the RMW
+        // decides.
+        if self.used.load(Ordering::Relaxed) <= partition {
             // Release: a `committable` that sees the new bound also sees the
             // queue's page; the record itself is published by its link.
             self.used.fetch_max(partition + 1, Ordering::Release);
@@ -177,12 +182,18 @@ impl Watermarks {
     /// Advances `partition`'s watermark past every resolved record at the
     /// front of its queue, or leaves that to the thread already doing it.
     /// `leave(generation, n, failed)` removes `n` passed records, `failed`
-    /// of them failed, from a generation's live count.
+    /// of them failed, from a generation's live count, and returns true if
+    /// waiters must be woken; `wake()` wakes them.
+    ///
+    /// No user code runs while this thread owns `work`: offsets of slots it
+    /// frees are dropped, and waiters woken, only after it has handed `work`
+    /// back, so a panicking `Drop` or waker cannot leave the partition stuck.
     pub(crate) fn advance<O>(
         &self,
         slots: &Slab<O>,
         partition: usize,
-        leave: impl Fn(&Generation, u64, u64),
+        leave: impl Fn(&Generation, u64, u64) -> bool,
+        wake: impl FnOnce(),
     ) {
         let Some(queue) = self.queues.get(partition) else {
             return; // cannot happen: the record was linked into it
@@ -195,18 +206,26 @@ impl Watermarks {
             return; // the advancer will see our add and go round again
         }
         seen = 1;
+        let mut after = After {
+            freed: 0,
+            wake: false,
+        };
         loop {
-            advance_once(queue, slots, &leave);
+            advance_once(queue, slots, &leave, &mut after);
             // AcqRel: Release hands `head` to the next advancer; Acquire (on
             // failure) sees the resolutions of the adds that beat us.
             match queue
                 .work
                 .compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return,
+                Ok(_) => break,
                 Err(now) => seen = now,
             }
         }
+        if after.wake {
+            wake();
+        }
+        slots.recycle_kept(after.freed);
     }
 
     /// Takes the untaken mark of every partition: `f(partition, offset)`
@@ -254,9 +273,8 @@ impl Watermarks {
     /// moment's snapshot: each counter is read once, without a lock.
     pub(crate) fn backlogs(&self, mut f: impl FnMut(usize, Backlog)) {
         self.for_each(|partition, queue| {
-            // Relaxed, all three: statistics. `passed` first: both only grow,
-            // so reading it before `sent` never makes the difference
-            // negative for a queue at rest.
+            // Relaxed, all three: statistics, a moment's snapshot; the two
+            // counters are read apart, so the difference saturates at 0.
             let passed = queue.passed.load(Ordering::Relaxed);
             let sent = queue.sent.load(Ordering::Relaxed);
             let stopped = queue.stopped.load(Ordering::Relaxed);
@@ -280,9 +298,22 @@ impl<O> Drop for MarkHold<'_, O> {
     }
 }
 
+/// What an advance leaves for after it hands `work` back.
+struct After {
+    /// Slots it freed, threaded through their links (see `Slab::keep_freed`).
+    freed: u32,
+    /// A generation drained: wake the waiters.
+    wake: bool,
+}
+
 /// One pass of the advance: moves `head` over every resolved record at the
 /// front of the queue. Only the holder of `work` calls it.
-fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, u64, u64)) {
+fn advance_once<O>(
+    queue: &Queue,
+    slots: &Slab<O>,
+    leave: &impl Fn(&Generation, u64, u64) -> bool,
+    after: &mut After,
+) {
     // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
     // on `work` order one holder's accesses before the next one's.
     let mut head = queue.head.with(|h| unsafe { *h });
@@ -327,12 +358,13 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
         if let Some((current, count, failed)) = group {
             if current != generation {
                 if candidate != 0 {
-                    publish(queue, slots, candidate, &mut marked);
+                    publish(queue, slots, candidate, &mut marked, after);
                     candidate = 0;
                 }
                 // SAFETY: the group's records are counted live in it until
                 // this decrement, so the generation is alive.
-                leave(unsafe { &*(current as *const Generation) }, count, failed);
+                let generation = unsafe { &*(current as *const Generation) };
+                after.wake |= leave(generation, count, failed);
                 group = None;
             }
         }
@@ -348,12 +380,12 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
             if candidate != 0 {
                 // `head` is the last good watermark: publish it before the
                 // step below drops its queue hold.
-                publish(queue, slots, candidate, &mut marked);
+                publish(queue, slots, candidate, &mut marked, after);
                 candidate = 0;
             }
         }
-        if head != 0 {
-            slots.release(index_of(head), QUEUED);
+        if head != 0 && slots.release_keeping(index_of(head), QUEUED) {
+            slots.keep_freed(index_of(head), &mut after.freed);
         }
         head = next;
         passed += 1;
@@ -363,7 +395,7 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
         }
     }
     if candidate != 0 {
-        publish(queue, slots, candidate, &mut marked);
+        publish(queue, slots, candidate, &mut marked, after);
     }
     debug_assert_eq!(marked, 0, "every marked record is covered by a mark");
     if passed != 0 {
@@ -375,11 +407,8 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
     queue.head.with_mut(|h| unsafe { *h = head });
     if let Some((generation, count, failed)) = group {
         // SAFETY: as above.
-        leave(
-            unsafe { &*(generation as *const Generation) },
-            count,
-            failed,
-        );
+        let generation = unsafe { &*(generation as *const Generation) };
+        after.wake |= leave(generation, count, failed);
     }
 }
 
@@ -387,7 +416,7 @@ fn advance_once<O>(queue: &Queue, slots: &Slab<O>, leave: &impl Fn(&Generation, 
 /// partition's mark, dropping the hold on the mark it replaces. The mark
 /// carries the partition's count of acked records passed so far, `marked`
 /// of them new since the last mark.
-fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) {
+fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64, after: &mut After) {
     // SAFETY: only the holder of `work`, the caller, touches `marked`.
     let total = queue.marked.with_mut(|m| unsafe {
         *m += std::mem::take(marked);
@@ -397,8 +426,8 @@ fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) 
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
     let replaced = queue.mark.swap(candidate, Ordering::AcqRel);
-    if replaced != 0 {
-        slots.release(index_of(replaced), MARKED);
+    if replaced != 0 && slots.release_keeping(index_of(replaced), MARKED) {
+        slots.keep_freed(index_of(replaced), &mut after.freed);
     }
 }
 
@@ -432,7 +461,8 @@ pub struct Committable<P, O> {
     /// `offsets` cover.
     pub committable_records: u64,
     /// Records not yet behind their partition's watermark: in flight, or
-    /// acked but waiting behind an earlier record that is not.
+    /// acked but waiting behind an earlier record that is not. (Records of a
+    /// stopped partition are let go once resolved and not counted.)
     pub uncommittable_records: u64,
     /// Partitions with at least one such record.
     pub partitions_in_flight: usize,

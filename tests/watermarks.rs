@@ -413,3 +413,38 @@ fn d4_after_drain_the_watermarks_are_complete() {
         });
     }
 }
+
+/// A panicking `Drop` of an offset freed by a watermark advance surfaces
+/// from that `ack`, but leaves the partition working: the advance handed
+/// its partition back before dropping anything (found in review).
+#[test]
+fn w_a_panicking_drop_during_an_advance_does_not_wedge_the_partition() {
+    use std::sync::atomic::AtomicBool;
+    static BOOM: AtomicBool = AtomicBool::new(false);
+    #[derive(Clone, Debug, PartialEq)]
+    struct Off(u64);
+    impl Drop for Off {
+        fn drop(&mut self) {
+            if self.0 == 1 && BOOM.swap(false, Ordering::SeqCst) {
+                panic!("a user Drop panics");
+            }
+        }
+    }
+    let tracker: Tracker<&str, Off> = watermarked();
+    let first = tracker.send("p", Off(1)).unwrap();
+    let second = tracker.send("p", Off(2)).unwrap();
+    tracker.ack(first).unwrap();
+    assert_eq!(tracker.committable()["p"], Off(1));
+    BOOM.store(true, Ordering::SeqCst);
+    // Passing `second` frees `first`, whose Drop panics.
+    let acked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tracker.ack(second)));
+    assert!(
+        acked.is_err(),
+        "the panic surfaces from the ack that freed it"
+    );
+    let third = tracker.send("p", Off(3)).unwrap();
+    tracker.ack(third).unwrap();
+    assert_eq!(tracker.in_flight(), 0);
+    assert_eq!(tracker.drain(Duration::ZERO), Ok(()));
+    assert_eq!(tracker.committable()["p"], Off(3));
+}

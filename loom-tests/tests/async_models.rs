@@ -3,8 +3,10 @@
 //!
 //! The futures run under `loom::future::block_on`, whose waker is a loom
 //! `Notify`: a wake-up that is never delivered leaves `block_on` waiting
-//! forever, which loom reports as a deadlock (it also explores one spurious
-//! wake-up of each `block_on`, so a re-poll with the same waker is covered).
+//! forever, which loom reports as a deadlock. Whether a re-poll presents a
+//! waker that `will_wake` the registered one depends on how loom builds its
+//! waker clones, so the same-waker path is covered by the unit test
+//! `same_waker_registers_once_and_drop_unregisters` in `src/future.rs`.
 //! A second `block_on` on the same future polls it with a different waker,
 //! which exercises the replacement of a registered waker. Offsets are
 //! `loom::sync::Arc<u64>`, so leaks and double drops fail a model, and

@@ -686,3 +686,32 @@ fn drain_then_watermarks_are_complete() {
         b.join().unwrap();
     });
 }
+
+/// 22. W + barrier: one slot held by a partition cell (then the flush
+/// carry), the watermark queue and a mark at once. An acker passes records
+/// while the flush folds, commits and releases the cell holds: every offset
+/// is dropped exactly once (loom's leak and double-drop tracking), the flush
+/// returns the covered record, and the watermarks end on the last record.
+#[test]
+fn watermarks_beside_a_barrier_flush() {
+    run_model("watermarks_beside_a_barrier_flush", || {
+        let tracker = watermarked();
+        let first = tracker.send("p", off(1)).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        let second = tracker.send("p", off(2)).unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || {
+            t2.ack(first).unwrap();
+            let during = plain(t2.committable());
+            t2.ack(second).unwrap();
+            during
+        });
+        assert_eq!(plain(flush.wait(FOREVER).unwrap()), vec![("p", 1)]);
+        flush.commit().unwrap();
+        let during = acker.join().unwrap();
+        let after = plain(tracker.committable());
+        assert!(during.is_empty() || during == vec![("p", 1)], "{during:?}");
+        assert_eq!(after, vec![("p", 2)]);
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
