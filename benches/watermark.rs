@@ -20,9 +20,7 @@
 //!   call) with 10,000 partitions, each with 8 records in flight and 4
 //!   newly acked at the head of its queue, so the call returns all 10,000.
 //!   Only the call is timed; the sends and acks that prepare each call are
-//!   not. (Setting up the 10,000 partitions takes `inflight` close to a
-//!   second: its partition index copies its whole table for each partition
-//!   it sees for the first time, see `src/partition.rs`.)
+//!   not.
 
 #[path = "contenders/mod.rs"]
 mod contenders;

@@ -2,78 +2,186 @@
 //! so that generations can keep per-partition cells in plain arrays.
 //!
 //! Keys live in an append-only arena ([`Pages`]), written once and kept for
-//! the tracker's life. A lookup hashes the key and probes an immutable
-//! open-addressing table of `(hash, number)` pairs, read through an
-//! epoch-protected pointer under the guard `send` already holds: one
-//! Acquire load, no read-modify-write. A partition seen for the first time
-//! is written to the arena first, then published by swapping in a copy of
-//! the table that includes it (a CAS); the old table goes to the epoch
-//! collector. Tables hold no `P`, so retiring them never runs user code late
+//! the tracker's life. A lookup hashes the key and probes an open-addressing
+//! table of one-word entries `hash_high:32 | number+1:32`, read through an
+//! epoch-protected pointer under the guard `send` already holds: Acquire
+//! loads, no read-modify-write. A partition seen for the first time is
+//! written to the arena first, then inserted in place with one CAS on the
+//! first empty entry of its probe sequence (entries are never removed, so
+//! linear probing stays valid), so adding a partition costs O(1), not a copy
+//! of the table.
+//!
+//! When the table is half full, the inserter that crossed the mark grows
+//! it: it *freezes* every empty entry of the old table (CAS 0 → `FROZEN`),
+//! copies the filled ones into a table twice the size and swaps it in with
+//! a CAS; the old table goes to the epoch collector. An insert that meets a
+//! frozen entry helps with the same steps and retries on the new table, and
+//! an insert that succeeded before its entry was frozen is copied, so none
+//! is lost. Tables hold no `P`, so retiring them never runs user code late
 //! (and needs no `P: 'static`).
 //!
 //! Two threads adding the same partition at once both write it to the
-//! arena, but only one table CAS can win; the loser finds the winner's
-//! number on its retry and its own arena entry stays unused. Numbers are
-//! never reused. Sources have few partitions and add them rarely, so the
-//! table copy is paid a handful of times in a tracker's life, never per
-//! record.
+//! arena, but they race for the same first empty entry of its probe
+//! sequence; the loser sees the winner's entry there, finds its key, and
+//! uses the winner's number; its own arena entry stays unused. Numbers are
+//! never reused.
 
 use crate::generation::MAX_PARTITIONS;
 use crate::pages::Pages;
-use crate::sync::epoch::{self, Atomic, Guard, Owned};
-use crate::sync::{AtomicBool, AtomicUsize, Ordering, UnsafeCell};
-use std::collections::hash_map::RandomState;
+use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, KeyHasher, Ordering, UnsafeCell};
 use std::hash::{BuildHasher, Hash};
 use std::mem::MaybeUninit;
 
-/// An immutable open-addressing table: `(hash, number + 1)`, 0 when empty.
+/// An entry that a resize froze while empty: no insert may take it.
+const FROZEN: u64 = u64::MAX;
+
+/// The high half of a hash, as entries keep it.
+fn fragment(hash: u64) -> u64 {
+    hash >> 32
+}
+
+/// Where a key's probe starts: its fragment's low bits, so that a resize,
+/// which sees only fragments, puts every key where lookups look. Tables
+/// have at most 2^25 entries (twice `MAX_PARTITIONS`), within the fragment.
+fn home(fragment: u64, mask: usize) -> usize {
+    fragment as usize & mask
+}
+
+/// An open-addressing table of `hash_high:32 | number+1:32`, 0 when empty.
 struct Table {
-    entries: Box<[(u64, u32)]>,
-    len: usize,
+    entries: Box<[AtomicU64]>,
+    /// Entries filled, to know when to grow.
+    filled: AtomicUsize,
+}
+
+/// What an insert found.
+enum Insert {
+    /// The key was added with the given number.
+    Added,
+    /// The key was there already, with this number.
+    Found(usize),
+    /// The table is being replaced: help, then retry on the new one.
+    Frozen,
 }
 
 impl Table {
-    fn with_capacity(len: usize) -> Self {
-        let slots = (2 * len).next_power_of_two().max(8);
+    fn with_slots(slots: usize) -> Self {
         Self {
-            entries: vec![(0, 0); slots].into_boxed_slice(),
-            len: 0,
+            entries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            filled: AtomicUsize::new(0),
         }
     }
 
     /// The number of the key with `hash` for which `is_key` holds.
     fn find(&self, hash: u64, mut is_key: impl FnMut(usize) -> bool) -> Option<usize> {
         let mask = self.entries.len() - 1;
-        let mut i = hash as usize & mask;
-        loop {
-            let (h, n) = self.entries[i];
-            if n == 0 {
-                return None;
+        let mut i = home(fragment(hash), mask);
+        for _ in 0..self.entries.len() {
+            // Acquire: pairs with the Release CAS that filled the entry, so
+            // the key it numbers is written (see `Partitions::add`).
+            let entry = self.entries[i].load(Ordering::Acquire);
+            if entry == 0 || entry == FROZEN {
+                return None; // empty when frozen: the probe ends here
             }
-            if h == hash && is_key(n as usize - 1) {
-                return Some(n as usize - 1);
+            let number = (entry & 0xffff_ffff) as usize - 1;
+            if entry >> 32 == fragment(hash) && is_key(number) {
+                return Some(number);
             }
             i = (i + 1) & mask;
         }
+        None
     }
 
-    fn insert(&mut self, hash: u64, number: usize) {
+    /// Adds `number` for the key with `hash`, unless the key is there.
+    fn insert(&self, hash: u64, number: usize, mut is_key: impl FnMut(usize) -> bool) -> Insert {
         let mask = self.entries.len() - 1;
-        let mut i = hash as usize & mask;
-        while self.entries[i].1 != 0 {
+        let mine = (fragment(hash) << 32) | (number as u64 + 1);
+        let mut i = home(fragment(hash), mask);
+        for _ in 0..self.entries.len() {
+            // Acquire: as in `find`.
+            let mut entry = self.entries[i].load(Ordering::Acquire);
+            loop {
+                if entry == FROZEN {
+                    return Insert::Frozen;
+                }
+                if entry == 0 {
+                    // AcqRel: Release publishes our arena entry with the
+                    // number; Acquire (on failure) sees the key of whoever
+                    // took the entry first.
+                    match self.entries[i].compare_exchange(
+                        0,
+                        mine,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => {
+                            // Relaxed: only decides when to grow.
+                            self.filled.fetch_add(1, Ordering::Relaxed);
+                            return Insert::Added;
+                        }
+                        Err(seen) => {
+                            entry = seen;
+                            continue;
+                        }
+                    }
+                }
+                let theirs = (entry & 0xffff_ffff) as usize - 1;
+                if entry >> 32 == fragment(hash) && is_key(theirs) {
+                    return Insert::Found(theirs);
+                }
+                break;
+            }
             i = (i + 1) & mask;
         }
-        self.entries[i] = (hash, number as u32 + 1);
-        self.len += 1;
+        Insert::Frozen // full: cannot happen below half load, but grow anyway
     }
 
-    /// A copy with one more entry (half full at most, so probes stay short).
-    fn with(&self, hash: u64, number: usize) -> Self {
-        let mut next = Self::with_capacity(self.len + 1);
-        for &(h, n) in self.entries.iter().filter(|e| e.1 != 0) {
-            next.insert(h, n as usize - 1);
+    /// Whether the table should grow (more than half full).
+    fn crowded(&self) -> bool {
+        // Relaxed: a heuristic; the resize itself is exact.
+        2 * self.filled.load(Ordering::Relaxed) > self.entries.len()
+    }
+
+    /// Freezes every empty entry and returns a table twice the size with
+    /// every filled entry. After this, the entries of `self` never change.
+    fn grown(&self) -> Table {
+        let next = Table::with_slots(2 * self.entries.len());
+        let mask = next.entries.len() - 1;
+        let mut filled = 0;
+        for entry in self.entries.iter() {
+            // Acquire: as in `find`.
+            let mut value = entry.load(Ordering::Acquire);
+            // Mutant `unfrozen_grow` (loom suite only): copy without
+            // freezing, so an insert that lands behind the copy is lost.
+            #[cfg(inflight_mutant = "unfrozen_grow")]
+            if value == 0 {
+                continue;
+            }
+            if value == 0 {
+                // AcqRel: Release is for symmetry; Acquire (on failure) sees
+                // the key of the insert that beat the freeze.
+                match entry.compare_exchange(0, FROZEN, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => continue,
+                    Err(seen) => value = seen,
+                }
+            }
+            if value == FROZEN {
+                continue;
+            }
+            // `next` is private: a plain probe for an empty entry, from the
+            // key's home, as lookups probe.
+            let mut i = home(value >> 32, mask);
+            // Relaxed, both: `next` is published by the Release CAS that
+            // installs it.
+            while next.entries[i].load(Ordering::Relaxed) != 0 {
+                i = (i + 1) & mask;
+            }
+            next.entries[i].store(value, Ordering::Relaxed);
+            filled += 1;
         }
-        next.insert(hash, number);
+        // Relaxed: published with the table.
+        next.filled.store(filled, Ordering::Relaxed);
         next
     }
 }
@@ -94,21 +202,24 @@ impl<P> Key<P> {
 }
 
 pub(crate) struct Partitions<P> {
-    hasher: RandomState,
+    hasher: KeyHasher,
     /// The current table; never null.
     table: Atomic<Table>,
     keys: Pages<Key<P>, 16, 20>,
     /// Arena entries handed out (some may be unused, see the module docs).
     claimed: AtomicUsize,
+    /// Distinct partitions added.
+    len: AtomicUsize,
 }
 
 impl<P: Hash + Eq + Clone> Partitions<P> {
     pub(crate) fn new() -> Self {
         Self {
-            hasher: RandomState::new(),
-            table: Atomic::new(Table::with_capacity(0)),
+            hasher: KeyHasher::default(),
+            table: Atomic::new(Table::with_slots(8)),
             keys: Pages::new(),
             claimed: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
         }
     }
 
@@ -160,38 +271,48 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
             let current = self.table.load(Ordering::Acquire, guard);
             // SAFETY: as in `number`.
             let table = unsafe { current.deref() };
-            if let Some(n) = table.find(hash, |n| self.key(n) == Some(partition)) {
-                return Some(n); // another thread added it first
-            }
-            let next = Owned::new(table.with(hash, number));
-            // AcqRel: Release publishes the new table and the key written
-            // above; Acquire (on failure) sees the competing table.
-            match self.table.compare_exchange(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-                guard,
-            ) {
-                Ok(_) => {
-                    // SAFETY: unlinked by the CAS; readers reach it only
-                    // under guards, which the collector waits for. A table
-                    // holds no `P`, so it may be freed at any later time.
-                    unsafe { guard.defer_destroy(current) };
+            match table.insert(hash, number, |n| self.key(n) == Some(partition)) {
+                Insert::Found(n) => return Some(n), // another thread added it first
+                Insert::Added => {
+                    // Relaxed: a count; nothing is published through it.
+                    self.len.fetch_add(1, Ordering::Relaxed);
+                    if table.crowded() {
+                        self.grow(current, guard);
+                    }
                     return Some(number);
                 }
-                Err(_) => continue,
+                Insert::Frozen => self.grow(current, guard),
             }
+        }
+    }
+
+    /// Replaces `current` with a grown copy, unless another thread already
+    /// replaced it. Lock-free: every thread that finds the table crowded or
+    /// frozen may do the whole copy; one CAS wins.
+    #[cold]
+    fn grow(&self, current: Shared<'_, Table>, guard: &Guard) {
+        // SAFETY: as in `number`.
+        let next = Owned::new(unsafe { current.deref() }.grown());
+        // AcqRel: Release publishes the copy's entries (and the keys they
+        // name, acquired when the copy read them); Acquire (on failure)
+        // sees the winner's table.
+        // A failed CAS means another thread installed its copy; ours drops.
+        if self
+            .table
+            .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire, guard)
+            .is_ok()
+        {
+            // SAFETY: unlinked by the CAS; readers reach it only under
+            // guards, which the collector waits for. A table holds no `P`,
+            // so it may be freed at any later time.
+            unsafe { guard.defer_destroy(current) };
         }
     }
 
     /// How many distinct partitions were seen.
     pub(crate) fn len(&self) -> usize {
-        let guard = epoch::pin();
-        // Acquire: as in `number`.
-        let table = self.table.load(Ordering::Acquire, &guard);
-        // SAFETY: as in `number`.
-        unsafe { table.deref() }.len
+        // Relaxed: a count.
+        self.len.load(Ordering::Relaxed)
     }
 }
 
@@ -251,6 +372,41 @@ mod tests {
             assert_eq!(p.key(i as usize), Some(&Colliding(i)));
         }
         assert_eq!(p.len(), 100);
+    }
+
+    /// Many partitions, added by several threads at once across many
+    /// resizes: each key gets one number, every thread sees the same one,
+    /// and lookups find them all afterwards.
+    #[test]
+    fn many_partitions_from_many_threads_across_resizes() {
+        const KEYS: u32 = 20_000;
+        let p = Partitions::<u32>::new();
+        let numbers: Vec<Vec<usize>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4_u32)
+                .map(|t| {
+                    let p = &p;
+                    s.spawn(move || {
+                        let guard = epoch::pin();
+                        // Each thread walks the keys from a different start.
+                        let mut seen = vec![0; KEYS as usize];
+                        for k in 0..KEYS {
+                            let key = (k + t * KEYS / 4) % KEYS;
+                            seen[key as usize] = p.number(&key, &guard).unwrap();
+                        }
+                        seen
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(numbers.windows(2).all(|w| w[0] == w[1]));
+        assert_eq!(p.len(), KEYS as usize);
+        let guard = epoch::pin();
+        for key in 0..KEYS {
+            let n = numbers[0][key as usize];
+            assert_eq!(p.key(n), Some(&key));
+            assert_eq!(p.number(&key, &guard), Some(n));
+        }
     }
 
     #[test]

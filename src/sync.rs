@@ -184,6 +184,17 @@ pub(crate) mod epoch {
     pub(crate) use crossbeam_epoch::{pin, unprotected, Atomic, Guard, Owned, Shared};
 }
 
+/// How the partition index hashes keys: randomly seeded per tracker (so
+/// that keys cannot be chosen to collide), except under loom, whose
+/// executions must be deterministic (the probe sequence decides which
+/// atomics a lookup touches).
+#[cfg(not(loom))]
+pub(crate) type KeyHasher = std::collections::hash_map::RandomState;
+/// See above: a fixed-key hasher under loom.
+#[cfg(loom)]
+pub(crate) type KeyHasher =
+    std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
 /// A random starting tag for a tracker's slots, so that two trackers whose
 /// 8-bit ids collide still issue different tickets (see `ticket`). Fixed
 /// under loom, whose executions must be deterministic.

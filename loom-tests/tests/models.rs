@@ -715,3 +715,42 @@ fn watermarks_beside_a_barrier_flush() {
         assert_eq!(tracker.in_flight(), 0);
     });
 }
+
+/// 23. The partition index grows in place: a first send that crowds the
+/// table (and so copies it into a bigger one, freezing the old) races the
+/// first send of another new partition. Neither partition is lost or
+/// numbered twice, and both are found afterwards. (Bound capped at 2: the
+/// copy touches every entry of both tables.)
+#[test]
+fn partition_index_grows_while_a_partition_is_added() {
+    run_model_bounded(
+        "partition_index_grows_while_a_partition_is_added",
+        2,
+        || {
+            let tracker: Arc<Tracker<u32, Off>> = Arc::new(Tracker::new());
+            // Four partitions fill the 8-entry table to half; the fifth grows it.
+            for p in 0..4 {
+                let t = tracker.send(p, off(u64::from(p))).unwrap();
+                tracker.ack(t).unwrap();
+            }
+            let t2 = tracker.clone();
+            let other = thread::spawn(move || t2.send(5, off(5)).unwrap());
+            let mine = tracker.send(4, off(4)).unwrap();
+            let theirs = other.join().unwrap();
+            tracker.ack(mine).unwrap();
+            tracker.ack(theirs).unwrap();
+            // Both are found again: a key lost from the table would be
+            // added a second time, under a new number.
+            for p in [4, 5] {
+                let again = tracker.send(p, off(u64::from(p))).unwrap();
+                tracker.ack(again).unwrap();
+            }
+            assert_eq!(tracker.partitions(), 6);
+            let mut flush = tracker.begin_flush().unwrap();
+            let offsets = flush.wait(Duration::ZERO).unwrap();
+            let mut seen: Vec<(u32, u64)> = offsets.into_iter().map(|(p, o)| (p, *o)).collect();
+            seen.sort();
+            assert_eq!(seen, (0..6).map(|p| (p, u64::from(p))).collect::<Vec<_>>());
+        },
+    );
+}
