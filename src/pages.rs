@@ -53,8 +53,18 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
 
     /// The element at `index` (below [`CAPACITY`](Self::CAPACITY)),
     /// allocating its page with `init` for every element if needed.
+    #[inline]
     pub(crate) fn get_or_alloc(&self, index: usize, init: impl Fn() -> T) -> &T {
         debug_assert!(index < Self::CAPACITY);
+        match self.get(index) {
+            Some(element) => element,
+            None => self.alloc(index, init),
+        }
+    }
+
+    /// [`get_or_alloc`](Self::get_or_alloc)'s slow path: allocate the page.
+    #[cold]
+    fn alloc(&self, index: usize, init: impl Fn() -> T) -> &T {
         let (page, offset) = Self::locate(index);
         // Acquire: as in `get`.
         let mut base = self.pages[page].load(Ordering::Acquire);

@@ -363,6 +363,7 @@ impl<O> Slab<O> {
     /// the slot was freed (it was not held). A freed slot is not yet back on
     /// a free list: the caller finishes with it, then calls
     /// [`recycle`](Self::recycle).
+    #[inline]
     pub(crate) fn resolve(
         &self,
         index: usize,

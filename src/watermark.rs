@@ -145,6 +145,8 @@ impl Watermarks {
     /// Queues a prepared record (holding `QUEUED`, not yet published) at the
     /// end of its partition's queue. Call before publishing the record, so
     /// that its resolution always finds it linked.
+    // Not inlined, as `advance`.
+    #[inline(never)]
     pub(crate) fn link<O>(&self, slots: &Slab<O>, partition: usize, index: usize) {
         let queue = self
             .queues
@@ -188,6 +190,9 @@ impl Watermarks {
     /// No user code runs while this thread owns `work`: offsets of slots it
     /// frees are dropped, and waiters woken, only after it has handed `work`
     /// back, so a panicking `Drop` or waker cannot leave the partition stuck.
+    // Not inlined: keeps the resolve path of trackers without watermarks
+    // small.
+    #[inline(never)]
     pub(crate) fn advance<O>(
         &self,
         slots: &Slab<O>,
