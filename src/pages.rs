@@ -62,33 +62,30 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
         }
     }
 
-    /// [`get_or_alloc`](Self::get_or_alloc)'s slow path: allocate the page.
+    /// [`get_or_alloc`](Self::get_or_alloc)'s slow path, once `get` saw the
+    /// page missing: allocate it, unless another thread installs it first.
     #[cold]
     fn alloc(&self, index: usize, init: impl Fn() -> T) -> &T {
         let (page, offset) = Self::locate(index);
-        // Acquire: as in `get`.
-        let mut base = self.pages[page].load(Ordering::Acquire);
-        if base.is_null() {
-            let len = FIRST << page;
-            let fresh: Box<[T]> = (0..len).map(|_| init()).collect();
-            let fresh = Box::into_raw(fresh) as *mut T;
-            // AcqRel: Release publishes the initialised elements with the
-            // pointer; Acquire (on failure) sees the winner's.
-            match self.pages[page].compare_exchange(
-                std::ptr::null_mut(),
-                fresh,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => base = fresh,
-                Err(winner) => {
-                    // SAFETY: `fresh` is our own unshared allocation of `len`
-                    // elements, from `Box::into_raw` just above.
-                    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
-                    base = winner;
-                }
+        let len = FIRST << page;
+        let fresh: Box<[T]> = (0..len).map(|_| init()).collect();
+        let fresh = Box::into_raw(fresh) as *mut T;
+        // AcqRel: Release publishes the initialised elements with the
+        // pointer; Acquire (on failure) sees the winner's.
+        let base = match self.pages[page].compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` is our own unshared allocation of `len`
+                // elements, from `Box::into_raw` just above.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, len)) });
+                winner
             }
-        }
+        };
         // SAFETY: as in `get`; the page now exists.
         unsafe { &*base.add(offset) }
     }
