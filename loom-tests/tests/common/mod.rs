@@ -1,0 +1,68 @@
+//! Helpers shared by the loom model files (`models.rs`, `async_models.rs`).
+#![allow(dead_code)] // each file uses a different part
+
+use inflight::Tracker;
+use loom::sync::Arc;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Offsets in the models: reference counted by loom, so leaks and double
+/// drops are reported.
+pub type Off = Arc<u64>;
+pub type T = Tracker<&'static str, Off>;
+
+/// Long enough that only a wake-up can end the wait (loom has no clock: a
+/// wait that is never woken is reported as a deadlock).
+pub const FOREVER: Duration = Duration::from_secs(3600);
+
+pub fn off(n: u64) -> Off {
+    Arc::new(n)
+}
+
+/// Offsets as plain numbers, for comparisons.
+pub fn plain(offsets: HashMap<&'static str, Off>) -> Vec<(&'static str, u64)> {
+    let mut v: Vec<_> = offsets.into_iter().map(|(p, o)| (p, *o)).collect();
+    v.sort();
+    v
+}
+
+/// Runs a model under loom with its name, so a failure says which one and how
+/// to replay it.
+pub fn run_model(name: &'static str, f: impl Fn() + Sync + Send + 'static) {
+    run_model_bounded(name, usize::MAX, f);
+}
+
+/// [`run_model`] with the preemption bound capped at `cap`, for the few
+/// models whose state space is too large for the suite's default bound.
+pub fn run_model_bounded(name: &'static str, cap: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).min(cap));
+    // Not a spin: dropping a generation or a key page touches each of its
+    // (loom-tracked) atomics, which loom counts as branches.
+    builder.max_branches = 10_000;
+    let iterations = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = iterations.clone();
+    eprintln!(
+        "model {name}: exploring (LOOM_MAX_PREEMPTIONS={:?})",
+        builder.preemption_bound
+    );
+    let started = std::time::Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder.check(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            f();
+        })
+    }));
+    let n = iterations.load(std::sync::atomic::Ordering::Relaxed);
+    match result {
+        Ok(()) => eprintln!("model {name}: {n} executions in {:.1?}", started.elapsed()),
+        Err(panic) => {
+            eprintln!(
+                "model {name}: FAILED at execution {n}. Replay with \
+                 LOOM_CHECKPOINT_FILE=/tmp/{name}.json LOOM_CHECKPOINT_INTERVAL=1, \
+                 then LOOM_LOG=trace LOOM_LOCATION=1 loom-tests/run -- {name}"
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
