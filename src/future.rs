@@ -251,8 +251,8 @@ where
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::sync::{AtomicUsize, Ordering};
     use std::pin::pin;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::{Wake, Waker};
 
