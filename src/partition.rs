@@ -309,6 +309,16 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
         }
     }
 
+    /// A bound on the partition numbers handed out: every number a send was
+    /// given is below it. A send's number is claimed before the send does
+    /// anything with it, so whatever happens after that send (its ack, an
+    /// advance, a drain seeing it resolved) also sees the bound include it.
+    pub(crate) fn numbered(&self) -> usize {
+        // Relaxed: the claim happens before everything the caller learned
+        // about the send, and a later load sees it (read coherence).
+        self.claimed.load(Ordering::Relaxed).min(MAX_PARTITIONS)
+    }
+
     /// How many distinct partitions were seen.
     pub(crate) fn len(&self) -> usize {
         // Relaxed: a count.

@@ -55,9 +55,7 @@
 use crate::generation::Generation;
 use crate::pages::Pages;
 use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
-use crate::sync::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell,
-};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -129,16 +127,12 @@ pub(crate) struct Backlog {
 
 pub(crate) struct Watermarks {
     queues: Pages<CachePadded<Queue>, 16, 20>,
-    /// One more than the highest partition number with a queued record, so
-    /// that `committable` visits only queues that were used.
-    used: AtomicUsize,
 }
 
 impl Watermarks {
     pub(crate) fn new() -> Self {
         Self {
             queues: Pages::new(),
-            used: AtomicUsize::new(0),
         }
     }
 
@@ -154,15 +148,6 @@ impl Watermarks {
         // Relaxed: a statistic; `passed` never overtakes it because a record
         // is counted here before it can be passed.
         queue.sent.fetch_add(1, Ordering::Relaxed);
-        // Every sender checks, not only the partition's first: a second
-        // sender may link, be acked and be passed while the first is still
-        // between its count and its bound. Relaxed: a cheap look; the RMW
-        // decides.
-        if self.used.load(Ordering::Relaxed) <= partition {
-            // Release: a `committable` that sees the new bound also sees the
-            // queue's page; the record itself is published by its link.
-            self.used.fetch_max(partition + 1, Ordering::Release);
-        }
         let me = node(index);
         // AcqRel: Release hands our slot's reset link (`next_queued` = 0,
         // written at prepare) to the next sender, who stores into it;
@@ -236,9 +221,14 @@ impl Watermarks {
     /// Takes the untaken mark of every partition: `f(partition, offset)`
     /// for each, then drops the mark's hold. Also returns, through
     /// `records`, how many acked records the taken advances cover.
-    pub(crate) fn take<O>(&self, slots: &Slab<O>, mut f: impl FnMut(usize, &O)) -> u64 {
+    pub(crate) fn take<O>(
+        &self,
+        numbered: usize,
+        slots: &Slab<O>,
+        mut f: impl FnMut(usize, &O),
+    ) -> u64 {
         let mut records = 0;
-        self.for_each(|partition, queue| {
+        self.for_each(numbered, |partition, queue| {
             // Relaxed: a cheap look; the swap below decides.
             if queue.mark.load(Ordering::Relaxed) == 0 {
                 return;
@@ -262,12 +252,10 @@ impl Watermarks {
         records
     }
 
-    /// Calls `f` on every queue that ever held a record (and perhaps a few
-    /// unused ones numbered below them).
-    fn for_each(&self, mut f: impl FnMut(usize, &Queue)) {
-        // Acquire: pairs with the Release `fetch_max` in `link`.
-        let used = self.used.load(Ordering::Acquire);
-        for partition in 0..used {
+    /// Calls `f` on every queue numbered below `numbered` (the partition
+    /// numbers handed out so far, see `Partitions::numbered`).
+    fn for_each(&self, numbered: usize, mut f: impl FnMut(usize, &Queue)) {
+        for partition in 0..numbered {
             if let Some(queue) = self.queues.get(partition) {
                 f(partition, queue);
             }
@@ -276,8 +264,8 @@ impl Watermarks {
 
     /// Calls `f(partition, backlog)` for each partition with a queue. A
     /// moment's snapshot: each counter is read once, without a lock.
-    pub(crate) fn backlogs(&self, mut f: impl FnMut(usize, Backlog)) {
-        self.for_each(|partition, queue| {
+    pub(crate) fn backlogs(&self, numbered: usize, mut f: impl FnMut(usize, Backlog)) {
+        self.for_each(numbered, |partition, queue| {
             // Relaxed, all three: statistics, a moment's snapshot; the two
             // counters are read apart, so the difference saturates at 0.
             let passed = queue.passed.load(Ordering::Relaxed);
@@ -519,7 +507,7 @@ where
             return HashMap::new();
         };
         let mut offsets = HashMap::new();
-        watermarks.take(&self.slots, |number, offset| {
+        watermarks.take(self.partitions.numbered(), &self.slots, |number, offset| {
             if let Some(partition) = self.partitions.key(number) {
                 offsets.insert(partition.clone(), offset.clone());
             }
@@ -542,13 +530,14 @@ where
         let Some(watermarks) = &self.watermarks else {
             return result;
         };
-        result.committable_records = watermarks.take(&self.slots, |number, offset| {
-            if let Some(partition) = self.partitions.key(number) {
-                result.offsets.insert(partition.clone(), offset.clone());
-            }
-        });
+        result.committable_records =
+            watermarks.take(self.partitions.numbered(), &self.slots, |number, offset| {
+                if let Some(partition) = self.partitions.key(number) {
+                    result.offsets.insert(partition.clone(), offset.clone());
+                }
+            });
         let mut largest: Option<(usize, u64)> = None;
-        watermarks.backlogs(|number, backlog| {
+        watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
             if backlog.stopped {
                 if let Some(partition) = self.partitions.key(number) {
                     result.stopped.push(partition.clone());
