@@ -192,6 +192,7 @@ where
         let guard = epoch::pin();
         // SAFETY: this flush holds the `flushing` flag (see `outcome`).
         let carry = tracker.carry.with_mut(|c| unsafe { &mut *c });
+        let shards = tracker.shards.snapshot();
         // Acquire: see the generation's initialisation.
         let mut current = tracker.oldest.load(Ordering::Acquire, &guard);
         let mut pending = 0;
@@ -202,13 +203,13 @@ where
             // the guard keeps any we remove alive until we are done.
             let generation = unsafe { current.deref() };
             let is_upto = generation.id == self.upto;
-            let live = generation.live();
+            let live = generation.pending(&shards);
             // Acquire: a sealed generation's successor is set.
             let next = generation.next.load(Ordering::Acquire, &guard);
             if folding && live == 0 {
-                // Sealed (every covered generation is) and drained: its cells
-                // are final. Move them into the carry and drop it.
-                debug_assert!(generation.is_sealed());
+                // Drained (so captured, and sealed): its cells are final.
+                // Move them into the carry and drop it.
+                debug_assert!(!next.is_null());
                 fold(carry, generation, &tracker.slots);
                 // Release: publishes the new chain head to `in_flight`.
                 tracker.oldest.store(next, Ordering::Release);

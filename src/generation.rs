@@ -1,93 +1,349 @@
-//! A generation: the records sent between two seals.
+//! Generations and the sharded counts that decide which records each one
+//! holds.
 //!
-//! This module owns a generation's count word, its failure count, its link to
-//! the next generation and its partition cells. The tracker owns the chain of
-//! generations and decides when one is sealed, folded or freed.
+//! This module owns the count shards, a generation's pending count, its
+//! failure count, its link to the next generation and its partition cells.
+//! The tracker owns the chain of generations and decides when one is sealed,
+//! folded or freed.
 //!
-//! # The count word
+//! # Count shards
+//!
+//! Records are counted in [`SHARDS`] cache-padded words that belong to the
+//! tracker, not to a generation. A thread uses the shard its thread number
+//! picks, so threads that send and resolve their own records never write a
+//! cache line another thread writes.
 //!
 //! ```text
-//!  63                           32 31     30                            0
-//! +-------------------------------+--------+------------------------------+
-//! |            entries            | SEALED |             live             |
-//! +-------------------------------+--------+------------------------------+
+//!  63                                  24 23                            0
+//! +--------------------------------------+------------------------------+
+//! |                epoch                 |             live             |
+//! +--------------------------------------+------------------------------+
 //! ```
 //!
-//! A send *enters* with one `fetch_add(1 << 32 | 1)`: `live` counts its
-//! record as unresolved, and the `entries` it read is the record's place in
-//! send order within the generation, so one atomic step both admits the
-//! record and orders it. If the word it read had `SEALED` set, the send
-//! *leaves* again (`fetch_sub(1)`) and retries on the open generation: from
-//! the seal on, nothing stays in a sealed generation that was not in it
-//! before. A resolution leaves with the same `fetch_sub(1)`. Whoever takes a
-//! sealed generation's `live` to zero wakes the flusher.
+//! `epoch` (the low 40 bits of a generation number) says which generation
+//! the shard is counting for; `live` counts that generation's unresolved
+//! records that entered through this shard and have not yet been handed
+//! over (fewer than 2^24, the slot limit).
 //!
-//! `entries` wraps off the top of the word without touching `SEALED`; the
-//! tracker rolls over to a new generation long before it could wrap (see
-//! [`ROLLOVER`]), so comparisons of entries inside one generation never
-//! straddle a wrap.
+//! - **enter** (send): CAS `live + 1`, only if `epoch` is the number of the
+//!   open generation the sender loaded. A shard whose epoch is newer makes
+//!   the sender reload `open`; one whose epoch is older is being captured by
+//!   a sealer, and the sender helps capture it.
+//! - **capture** (seal): CAS the word from `(e, n)` to `(e + 1, 0)` and add
+//!   `n` to generation `e`'s pending count. Each shard moves past each
+//!   generation exactly once, in generation order.
+//! - **leave** (resolution): CAS `live − 1` while the word still has the
+//!   record's epoch; once the shard was captured, subtract one from the
+//!   generation's pending count instead.
+//!
+//! Coverage is decided per shard by the order of two RMWs on its word: a
+//! send whose entering CAS precedes the capture is counted in the sealed
+//! generation (and covered by the flush that sealed it); a later one finds
+//! the newer epoch and enters the newer generation. Because the sealer
+//! moves `open` before capturing any shard, and a sender only enters the
+//! epoch of the `open` it loaded, a send that happens after another one of
+//! the same thread, or after one it heard about, never lands in an older
+//! generation than it: covered sends form a prefix of every chain of
+//! sends ordered by happens-before.
+//!
+//! # The pending count
+//!
+//! A generation's `pending` is `UNIT` for each shard not yet captured for
+//! it, plus the records handed over by captures, minus the resolutions that
+//! came after. It starts at `SHARDS × UNIT`. A leave may reach it before
+//! the capture of its shard has added that shard's records (the capture is
+//! a CAS, then an add), so it may dip by a few below a multiple of `UNIT`
+//! for a moment, but it reads zero only once every shard was captured and
+//! every record resolved; whoever takes it to zero wakes waiters, and that
+//! happens exactly once.
 //!
 //! # Partition cells
 //!
-//! For each partition with a record in the generation, a cell holds the
-//! `entries` value and slot index of the partition's latest record:
-//! `entry << 32 | (slot + 1)`, 0 when empty. A send installs itself with a
-//! CAS if it is newer than the cell and drops the hold on the record it
-//! displaced, so each generation holds at most one slot per partition: the
-//! one whose offset a flush will return. Cells live in [`Pages`], page `k`
-//! holding `16 << k` cells, allocated on first use.
+//! For each partition with a record in the generation, a cell holds the slot
+//! index of the partition's latest record, `slot + 1`, 0 when empty. A send
+//! swaps itself in and drops the hold on the record it displaced, so each
+//! generation holds at most one slot per partition: the one whose offset a
+//! flush will return. Sends ordered by happens-before swap in that order;
+//! concurrent sends of one partition have no order of their own, and
+//! whichever swaps last is the latest (both are covered by the same flush).
+//! Cells live in [`Pages`], page `k` holding `64 << k` cells, allocated on
+//! first use; consecutive partition numbers go to different cache lines
+//! (see [`cell_index`]), so threads with partitions of their own do not
+//! share one.
 
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
-use crate::sync::{AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
+use crate::sync::{shard_index, AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
 
-const LIVE_MASK: u64 = (1 << 31) - 1;
-const SEALED: u64 = 1 << 31;
-const ENTER: u64 = (1 << 32) | 1;
+/// How many count shards a tracker has. Two under loom: enough for the
+/// models to reach a shard that lags behind `open`, few enough to keep them
+/// small.
+pub(crate) const SHARDS: usize = if cfg!(loom) { 2 } else { 16 };
 
-/// The entry number at which a send seals its generation on its own (without
-/// a flush) and opens a new one, and every `ROLLOVER_RETRY` entries after
-/// that until one attempt wins. Keeps entries far below their 2^32 wrap.
-/// Under loom it is tiny, so that the models exercise rollovers too.
-pub(crate) const ROLLOVER: u32 = if cfg!(loom) { 2 } else { 1 << 30 };
-pub(crate) const ROLLOVER_RETRY: u32 = 1 << 16;
+const LIVE_BITS: u32 = 24;
+const LIVE_MASK: u64 = (1 << LIVE_BITS) - 1;
+/// Shard words keep generation numbers modulo 2^40: a record would have to
+/// stay unresolved across 2^40 seals (35 years of a flush every
+/// millisecond) for two of them to be confused.
+const EPOCH_MASK: u64 = (1 << (64 - LIVE_BITS)) - 1;
+/// What each shard not yet captured adds to a generation's pending count;
+/// far above any live count (< 2^24), so the two never mix.
+const UNIT: u64 = 1 << 32;
 
-/// Partition cells: page `k` holds `16 << k` of them.
-type Cells = Pages<AtomicU64, 16, 20>;
+#[inline]
+fn epoch_of(id: u64) -> u64 {
+    id & EPOCH_MASK
+}
+
+#[inline]
+fn word_epoch(word: u64) -> u64 {
+    word >> LIVE_BITS
+}
+
+#[inline]
+fn word_live(word: u64) -> u64 {
+    word & LIVE_MASK
+}
+
+/// Partition cells: page `k` holds `64 << k` of them.
+type Cells = Pages<AtomicU64, CELLS_FIRST, 18>;
+const CELLS_FIRST: usize = 64;
+/// Cells per 64-byte cache line.
+const CELLS_PER_LINE: usize = 8;
 /// The number of distinct partitions a tracker can hold cells for.
 pub(crate) const MAX_PARTITIONS: usize = Cells::CAPACITY;
 
-/// Result of a send trying to take its partition's cell.
-pub(crate) enum Install {
-    /// The cell now points at the new record; it displaced this slot, if any.
-    Installed(Option<usize>),
-    /// A newer record of the partition already holds the cell.
-    Superseded,
+/// Where partition `partition`'s cell sits: within each page, consecutive
+/// partitions go to consecutive cache lines, wrapping round, so partitions
+/// numbered close together (typically those of different threads) do not
+/// share a line. A bijection on each page; [`partition_of_cell`] inverts it.
+#[inline]
+fn cell_index(partition: usize) -> usize {
+    let (start, offset) = page_of(partition);
+    let lines = (start + CELLS_FIRST) / CELLS_PER_LINE;
+    start + (offset % lines) * CELLS_PER_LINE + offset / lines
+}
+
+/// The partition whose cell is at `index`: the inverse of [`cell_index`].
+fn partition_of_cell(index: usize) -> usize {
+    let (start, offset) = page_of(index);
+    let lines = (start + CELLS_FIRST) / CELLS_PER_LINE;
+    start + (offset % CELLS_PER_LINE) * lines + offset / CELLS_PER_LINE
+}
+
+/// The first index of the page holding `index`, and `index`'s offset in it.
+#[inline]
+fn page_of(index: usize) -> (usize, usize) {
+    let x = index + CELLS_FIRST;
+    // The page's length, `CELLS_FIRST << page`: the highest bit of `x`.
+    let len = 1 << (usize::BITS - 1 - x.leading_zeros());
+    (len - CELLS_FIRST, x - len)
+}
+
+/// A record's generation and count shard in one pointer, for its slot:
+/// generations are aligned to at least `SHARDS` bytes, so the shard fits in
+/// the pointer's low bits.
+#[inline]
+pub(crate) fn entered_at(generation: &Generation, shard: usize) -> *const () {
+    debug_assert!(shard < SHARDS);
+    (generation as *const Generation)
+        .cast::<()>()
+        .wrapping_byte_add(shard)
+}
+
+/// The generation and shard that [`entered_at`] packed.
+#[inline]
+pub(crate) fn entered_from(packed: *const ()) -> (*const Generation, usize) {
+    let shard = packed.addr() % SHARDS;
+    (packed.wrapping_byte_sub(shard).cast::<Generation>(), shard)
+}
+
+const _: () = assert!(SHARDS.is_power_of_two() && std::mem::align_of::<Generation>() >= SHARDS);
+
+/// How [`Shards::enter`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The record is counted in the generation.
+    Entered,
+    /// The shard counts for a newer generation: `open` moved on; reload it.
+    Moved,
+    /// The shard still counts for an older generation, being sealed: help
+    /// capture it, then retry.
+    Lagging,
+}
+
+/// The tracker's count shards; see the module docs.
+pub(crate) struct Shards {
+    words: [CachePadded<AtomicU64>; SHARDS],
+}
+
+impl Shards {
+    pub(crate) fn new() -> Self {
+        Self {
+            words: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+        }
+    }
+
+    /// The shard the calling thread enters through.
+    #[inline]
+    pub(crate) fn home() -> usize {
+        shard_index() % SHARDS
+    }
+
+    /// Counts one record into the generation numbered `id` (the open one,
+    /// as the caller loaded it) through `shard`, if the shard counts for it.
+    #[inline]
+    pub(crate) fn enter(&self, shard: usize, id: u64) -> Entry {
+        let epoch = epoch_of(id);
+        let word = &self.words[shard];
+        // Acquire: a newer epoch here was set by a capture, which came after
+        // its capturer saw `open` moved on; acquiring it makes the caller's
+        // reload of the open generation's number (and of `closed`) see that.
+        let mut current = word.load(Ordering::Acquire);
+        loop {
+            let seen = word_epoch(current);
+            if seen != epoch {
+                // Epochs only grow, one capture at a time (modulo 2^40).
+                let ahead = seen.wrapping_sub(epoch) & EPOCH_MASK;
+                return if ahead < EPOCH_MASK / 2 {
+                    Entry::Moved
+                } else {
+                    Entry::Lagging
+                };
+            }
+            debug_assert!(word_live(current) < LIVE_MASK, "shard count overflow");
+            // AcqRel: this RMW and the capture's CAS on the same word decide
+            // coverage by their order alone; Acquire (also on failure) as
+            // for the load above.
+            match word.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Entry::Entered,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Removes one record of `generation` that entered through `shard` (a
+    /// resolution, or a send backing out). Returns true when that left the
+    /// generation with nothing pending: the caller must wake waiters, and
+    /// must not touch the generation again.
+    #[inline]
+    #[must_use]
+    pub(crate) fn leave(&self, shard: usize, generation: &Generation) -> bool {
+        self.leave_many(shard, generation, 1)
+    }
+
+    /// [`leave`](Self::leave) for `n` records at once (the watermark
+    /// advance passing several).
+    #[inline]
+    #[must_use]
+    pub(crate) fn leave_many(&self, shard: usize, generation: &Generation, n: u64) -> bool {
+        let epoch = epoch_of(generation.id);
+        let word = &self.words[shard];
+        // Relaxed: only the CAS's success counts; a newer epoch means the
+        // shard was captured, and the count goes to `pending` instead.
+        let mut current = word.load(Ordering::Relaxed);
+        while word_epoch(current) == epoch {
+            debug_assert!(word_live(current) >= n, "shard count underflow");
+            // Release: publishes the resolution to the capture that takes
+            // this word (its Acquire), and through it to the flusher.
+            match word.compare_exchange_weak(
+                current,
+                current - n,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return false,
+                Err(seen) => current = seen,
+            }
+        }
+        generation.settle(n)
+    }
+
+    /// Moves `shard` past `generation` if it still counts for it, handing
+    /// its records over to the generation's pending count. Returns true if
+    /// that left the generation with nothing pending (the caller wakes
+    /// waiters). Callers capture a shard for generations in their order.
+    pub(crate) fn capture(&self, shard: usize, generation: &Generation) -> bool {
+        let epoch = epoch_of(generation.id);
+        let moved = epoch_of(generation.id + 1) << LIVE_BITS;
+        let word = &self.words[shard];
+        // Acquire: see the resolutions released into the word.
+        let mut current = word.load(Ordering::Acquire);
+        loop {
+            if word_epoch(current) != epoch {
+                return false; // captured already, by us or a helper
+            }
+            // Mutant `unsealed_enter` (loom suite only): the capture reads
+            // the count and then overwrites the word, two steps, so a send
+            // that enters in between stays in the sealed generation without
+            // being counted, the KAFKA-2867 class.
+            #[cfg(inflight_mutant = "unsealed_enter")]
+            {
+                word.store(moved, Ordering::Release);
+                return generation.hand_over(word_live(current));
+            }
+            // AcqRel: Acquire takes the resolutions released into the word;
+            // Release: a sender that reads the new epoch also sees `open`
+            // moved on, which the sealer did before capturing.
+            #[allow(unreachable_code)]
+            match word.compare_exchange_weak(current, moved, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return generation.hand_over(word_live(current)),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Whether every shard counts for `generation` and holds no record of
+    /// it: nothing sent into it is unresolved.
+    pub(crate) fn idle(&self, generation: &Generation) -> bool {
+        let empty = epoch_of(generation.id) << LIVE_BITS;
+        // Acquire: a zero count sees the resolutions released into it.
+        self.words
+            .iter()
+            .all(|word| word.load(Ordering::Acquire) == empty)
+    }
+
+    /// Each shard's word, read once: a moment's snapshot, for counting.
+    pub(crate) fn snapshot(&self) -> [u64; SHARDS] {
+        // Relaxed: a statistic.
+        std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
+    }
 }
 
 pub(crate) struct Generation {
-    /// `entries | SEALED | live`; see the module docs. Every send and
-    /// resolution writes it, so it gets a cache line of its own, away from
-    /// the read-mostly fields below.
-    state: CachePadded<AtomicU64>,
+    /// See the module docs. Written by captures and by resolutions after
+    /// the capture of their shard, so it gets a cache line of its own, away
+    /// from the read-mostly fields below.
+    pending: CachePadded<AtomicU64>,
     /// Records of this generation resolved by `fail`.
     failed: AtomicUsize,
     /// The generation opened when this one was sealed; null while open.
     pub(crate) next: Atomic<Generation>,
-    /// Partition cells, by partition number.
+    /// Partition cells, by [`cell_index`] of the partition number.
     cells: Cells,
-    /// The generation's number: its predecessor's plus one. Lets a walk
-    /// stop at a generation that may already have left the chain.
+    /// The generation's number: its predecessor's plus one. Its low 40 bits
+    /// are the epoch of the shards counting for it.
     pub(crate) id: u64,
+    /// The generation sealed to open this one (null for the first). Only
+    /// followed while a record counts in a generation at least that old,
+    /// which keeps every generation from there on alive (they are folded
+    /// oldest first).
+    pub(crate) prev: *const Generation,
     /// Under loom, reports a generation that is never freed.
     _leak_check: LeakCheck,
 }
 
 impl Generation {
-    pub(crate) fn new(id: u64) -> Self {
+    pub(crate) fn new(id: u64, prev: *const Generation) -> Self {
         Self {
             id,
-            state: CachePadded::new(AtomicU64::new(0)),
+            prev,
+            pending: CachePadded::new(AtomicU64::new(SHARDS as u64 * UNIT)),
             failed: AtomicUsize::new(0),
             next: Atomic::null(),
             cells: Pages::new(),
@@ -95,40 +351,23 @@ impl Generation {
         }
     }
 
-    /// Admits one record. `Some(entry)`: the record is in, at place `entry`.
-    /// `None`: the generation is sealed; the caller must [`leave`] again
-    /// and retry on the open generation.
-    ///
-    /// [`leave`]: Self::leave
-    #[inline]
-    pub(crate) fn enter(&self) -> Option<u32> {
-        // Acquire: the admission and the seal are RMWs of this one word, so
-        // their order alone decides coverage. Reading SEALED acquires the
-        // sealer's Release, so the caller's next load of `open` (and of
-        // `closed`) sees what the sealer did before sealing.
-        let previous = self.state.fetch_add(ENTER, Ordering::Acquire);
-        // Mutant `unsealed_enter` (loom suite only) compiles this check out:
-        // a send that lands after the seal stays in the sealed generation,
-        // the KAFKA-2867 class.
-        #[cfg(not(inflight_mutant = "unsealed_enter"))]
-        if previous & SEALED != 0 {
-            return None;
-        }
-        Some((previous >> 32) as u32)
+    /// Adds a captured shard's `live` records and drops its `UNIT`.
+    fn hand_over(&self, live: u64) -> bool {
+        // AcqRel: Release passes the resolutions the capture acquired on to
+        // the flusher's Acquire read of `pending`; Acquire, when this makes
+        // it zero, sees every resolution settled before.
+        let previous = self.pending.fetch_sub(UNIT - live, Ordering::AcqRel);
+        previous == UNIT - live
     }
 
-    /// Removes one record (a resolution, or a send backing out). Returns true
-    /// when it was the last live record of a sealed generation: the caller
-    /// must wake the flusher, and must not touch the generation again.
-    #[inline]
-    #[must_use]
-    pub(crate) fn leave(&self) -> bool {
-        // Release: publishes this record's resolution (and failure count) to
-        // the flusher's Acquire read of `live`. The wake-up that may follow
-        // is ordered by the SeqCst fence in `Waiter::wake`.
-        let previous = self.state.fetch_sub(1, Ordering::Release);
-        debug_assert!(previous & LIVE_MASK != 0, "generation count underflow");
-        let last = previous & LIVE_MASK == 1 && previous & SEALED != 0;
+    /// Removes `n` resolved records after their shard was captured.
+    fn settle(&self, n: u64) -> bool {
+        // Release: publishes the resolutions to the flusher's Acquire read
+        // of `pending`. The wake-up that may follow is ordered by the SeqCst
+        // fence in `Waiter::wake`.
+        let previous = self.pending.fetch_sub(n, Ordering::Release);
+        debug_assert!(previous >= n, "generation count underflow");
+        let last = previous == n;
         // Mutant `lost_wakeup` (loom suite only): the last resolution of a
         // sealed generation forgets to wake the flusher.
         #[cfg(inflight_mutant = "lost_wakeup")]
@@ -139,101 +378,90 @@ impl Generation {
         last
     }
 
-    /// Removes `n` records, `failed` of them failed, at once: what the
-    /// watermark advance does for the records it passes. Returns true as
-    /// [`leave`](Self::leave) does.
-    #[must_use]
-    pub(crate) fn leave_many(&self, n: u64, failed: u64) -> bool {
-        if failed != 0 {
-            // Relaxed: published by the Release `fetch_sub` below.
-            self.failed.fetch_add(failed as usize, Ordering::Relaxed);
-        }
-        // Release: as in `leave`.
-        let previous = self.state.fetch_sub(n, Ordering::Release);
-        debug_assert!(previous & LIVE_MASK >= n, "generation count underflow");
-        previous & LIVE_MASK == n && previous & SEALED != 0
-    }
-
-    /// Closes the generation to new records. Returns true if it was already
-    /// sealed.
-    pub(crate) fn seal(&self) -> bool {
-        // Release: a send that reads SEALED (Acquire in `enter`) also sees
-        // `next` and the moved `open`, both set before this.
-        self.state.fetch_or(SEALED, Ordering::Release) & SEALED != 0
-    }
-
-    /// Unresolved records of the generation.
+    /// Whether every shard was captured for the generation and every record
+    /// in it resolved: its cells and failure count are final.
     #[inline]
-    pub(crate) fn live(&self) -> usize {
-        // Acquire: sees every resolution (and failure count) released by
-        // `leave`. A waiter reads this after the SeqCst fence of
+    pub(crate) fn drained(&self) -> bool {
+        // Acquire: sees every resolution (and failure count) released into
+        // `pending`. A waiter reads this after the SeqCst fence of
         // `Waiter::register`.
-        (self.state.load(Ordering::Acquire) & LIVE_MASK) as usize
+        self.pending.load(Ordering::Acquire) == 0
     }
 
-    /// Records that entered the generation (including sends that backed out
-    /// of a sealed one). A send that returned before the caller started is
-    /// counted: its entering RMW happens before this load.
-    pub(crate) fn entries(&self) -> u32 {
-        // Acquire: as in `live`.
-        (self.state.load(Ordering::Acquire) >> 32) as u32
+    /// Unresolved records of the generation, given a [`Shards::snapshot`]
+    /// taken just before: 0 exactly when [`drained`](Self::drained),
+    /// otherwise a moment's estimate of at least 1.
+    pub(crate) fn pending(&self, shards: &[u64; SHARDS]) -> usize {
+        if self.drained() {
+            0
+        } else {
+            self.live(shards).max(1)
+        }
     }
 
-    /// Whether the generation is sealed.
-    pub(crate) fn is_sealed(&self) -> bool {
-        // Acquire: a sealed generation's `next` is visible (set before seal).
-        self.state.load(Ordering::Acquire) & SEALED != 0
+    /// Unresolved records of the generation, given a [`Shards::snapshot`]:
+    /// exact when nothing runs concurrently, a moment's estimate otherwise.
+    pub(crate) fn live(&self, shards: &[u64; SHARDS]) -> usize {
+        // Acquire: as in `drained`.
+        let pending = self.pending.load(Ordering::Acquire);
+        // Captured records: `pending` less its multiple of UNIT, which may
+        // be a little negative for a moment (see the module docs).
+        let captured = (pending.wrapping_add(UNIT / 2) & (UNIT - 1)) as i64 - (UNIT / 2) as i64;
+        let epoch = epoch_of(self.id);
+        let uncaptured: u64 = shards
+            .iter()
+            .filter(|&&word| word_epoch(word) == epoch)
+            .map(|&word| word_live(word))
+            .sum();
+        (captured + uncaptured as i64).max(0) as usize
     }
 
-    /// Counts a failed resolution. Call before the record's [`leave`].
-    ///
-    /// [`leave`]: Self::leave
+    /// Counts a failed resolution. Call before the record's leave.
     pub(crate) fn add_failed(&self) {
-        // Relaxed: published by the Release `leave` that follows.
+        // Relaxed: published by the Release leave that follows.
         self.failed.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Failed records. Meaningful once `live` was read as zero.
-    pub(crate) fn failed(&self) -> usize {
-        // Relaxed: ordered by the caller's read of `live` == 0.
-        self.failed.load(Ordering::Relaxed)
-    }
-
-    /// Makes the record (`entry`, `slot`) its partition's latest, unless a
-    /// newer one got there first. The caller's record is in this generation
-    /// and unresolved, so the generation cannot be folded meanwhile.
-    pub(crate) fn install(&self, partition: usize, entry: u32, slot: usize) -> Install {
-        debug_assert!(partition < MAX_PARTITIONS);
-        let cell = self.cells.get_or_alloc(partition, || AtomicU64::new(0));
-        let mine = (u64::from(entry) << 32) | (slot as u64 + 1);
-        // Acquire: see the state of the slot we may displace.
-        let mut current = cell.load(Ordering::Acquire);
-        loop {
-            if current != 0 && (current >> 32) as u32 > entry {
-                return Install::Superseded;
-            }
-            // AcqRel: Release publishes our slot's prepared state to whoever
-            // displaces it or folds the cell; Acquire takes over the hold of
-            // the slot we displace.
-            match cell.compare_exchange_weak(current, mine, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    let displaced = (current != 0).then(|| (current & 0xffff_ffff) as usize - 1);
-                    return Install::Installed(displaced);
-                }
-                Err(seen) => current = seen,
-            }
+    /// Counts `n` failed records at once (the watermark advance).
+    pub(crate) fn add_failed_many(&self, n: u64) {
+        if n != 0 {
+            // Relaxed: as in `add_failed`.
+            self.failed.fetch_add(n as usize, Ordering::Relaxed);
         }
     }
 
+    /// Failed records. Meaningful once [`drained`](Self::drained).
+    pub(crate) fn failed(&self) -> usize {
+        // Relaxed: ordered by the caller's Acquire read of `pending`.
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Makes `slot` its partition's latest record and returns the slot it
+    /// displaced, if any, whose hold passes to the caller. The caller's
+    /// record is in this generation and unresolved, so the generation cannot
+    /// be folded meanwhile.
+    #[inline]
+    pub(crate) fn install(&self, partition: usize, slot: usize) -> Option<usize> {
+        debug_assert!(partition < MAX_PARTITIONS);
+        let cell = self
+            .cells
+            .get_or_alloc(cell_index(partition), || AtomicU64::new(0));
+        // AcqRel: Release publishes our slot's prepared state to whoever
+        // displaces it or folds the cell; Acquire takes over the hold of the
+        // slot we displace.
+        let displaced = cell.swap(slot as u64 + 1, Ordering::AcqRel);
+        displaced.checked_sub(1).map(|slot| slot as usize)
+    }
+
     /// Calls `f(partition, slot)` for every cell that holds a record. Only
-    /// for a sealed generation with no live records, whose cells are final.
+    /// for a drained generation, whose cells are final.
     pub(crate) fn for_each_cell(&self, mut f: impl FnMut(usize, usize)) {
-        self.cells.for_each(|partition, cell| {
-            // Relaxed: the caller's Acquire read of `live` == 0 ordered every
-            // install before this read.
+        self.cells.for_each(|index, cell| {
+            // Relaxed: the caller's Acquire read of `pending` == 0 ordered
+            // every install before this read.
             let value = cell.load(Ordering::Relaxed);
             if value != 0 {
-                f(partition, (value & 0xffff_ffff) as usize - 1);
+                f(partition_of_cell(index), value as usize - 1);
             }
         });
     }
@@ -244,28 +472,91 @@ mod tests {
     use super::*;
 
     #[test]
-    fn enter_counts_orders_and_stops_at_the_seal() {
-        let g = Generation::new(0);
-        assert_eq!(g.enter(), Some(0));
-        assert_eq!(g.enter(), Some(1));
-        assert_eq!(g.live(), 2);
-        assert!(!g.seal());
-        assert_eq!(g.enter(), None);
-        assert!(!g.leave(), "the refused entrant is not the last record");
-        assert!(!g.leave());
-        assert!(g.leave(), "the last record of a sealed generation wakes");
-        assert_eq!(g.live(), 0);
+    fn cell_placement_is_a_bijection_that_spreads_neighbours() {
+        for partition in 0..CELLS_FIRST * 7 {
+            let index = cell_index(partition);
+            assert_eq!(partition_of_cell(index), partition);
+            assert_eq!(page_of(index).0, page_of(partition).0, "stays in its page");
+        }
+        let lines: Vec<usize> = (0..8).map(|p| cell_index(p) / CELLS_PER_LINE).collect();
+        let mut distinct = lines.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8, "partitions 0..8 on 8 lines: {lines:?}");
+        assert!(partition_of_cell(MAX_PARTITIONS - 1) < MAX_PARTITIONS);
     }
 
     #[test]
-    fn cells_keep_the_latest_entry() {
-        let g = Generation::new(0);
-        assert!(matches!(g.install(3, 5, 10), Install::Installed(None)));
-        assert!(matches!(g.install(3, 4, 11), Install::Superseded));
-        assert!(matches!(g.install(3, 6, 12), Install::Installed(Some(10))));
-        assert!(matches!(g.install(100, 0, 13), Install::Installed(None)));
+    fn shards_count_capture_and_settle() {
+        let shards = Shards::new();
+        let g = Generation::new(0, std::ptr::null());
+        assert_eq!(shards.enter(0, g.id), Entry::Entered);
+        assert_eq!(shards.enter(1, g.id), Entry::Entered);
+        assert_eq!(shards.enter(1, g.id), Entry::Entered);
+        assert!(!shards.idle(&g));
+        assert_eq!(g.live(&shards.snapshot()), 3);
+        assert!(!shards.leave(1, &g), "an open generation never drains");
+        // Seal: capture every shard in turn.
+        let next = Generation::new(1, std::ptr::null());
+        assert!(!shards.capture(0, &g));
+        assert_eq!(shards.enter(0, g.id), Entry::Moved);
+        assert_eq!(shards.enter(1, next.id), Entry::Lagging);
+        for shard in 1..SHARDS {
+            assert!(!shards.capture(shard, &g));
+        }
+        assert!(!shards.capture(0, &g), "a second capture is a no-op");
+        assert_eq!(g.live(&shards.snapshot()), 2);
+        assert!(!g.drained());
+        assert!(!shards.leave(0, &g));
+        assert!(shards.leave(1, &g), "the last resolution drains it");
+        assert!(g.drained());
+        assert_eq!(g.live(&shards.snapshot()), 0);
+        assert_eq!(g.pending(&shards.snapshot()), 0);
+        assert!(shards.idle(&next));
+        assert_eq!(next.live(&shards.snapshot()), 0, "open and empty");
+        assert_eq!(
+            next.pending(&shards.snapshot()),
+            1,
+            "not drained: at least 1"
+        );
+        assert_eq!(shards.enter(1, next.id), Entry::Entered);
+        assert!(!shards.idle(&next));
+    }
+
+    #[test]
+    fn a_resolution_may_settle_before_its_shard_is_handed_over() {
+        let shards = Shards::new();
+        let g = Generation::new(0, std::ptr::null());
+        assert_eq!(shards.enter(0, g.id), Entry::Entered);
+        // The capture's CAS moved the word, but its add has not landed: the
+        // resolution settles against `pending` first.
+        shards.words[0].store(1 << LIVE_BITS, Ordering::Relaxed);
+        assert!(!shards.leave(0, &g));
+        assert!(!g.drained());
+        for shard in 1..SHARDS {
+            assert!(!shards.capture(shard, &g));
+        }
+        assert!(g.hand_over(1), "the late add drains it");
+        assert!(g.drained());
+    }
+
+    #[test]
+    fn the_shard_rides_in_the_generation_pointer() {
+        let g = Generation::new(7, std::ptr::null());
+        for shard in 0..SHARDS {
+            let (back, s) = entered_from(entered_at(&g, shard));
+            assert_eq!((back, s), (&g as *const Generation, shard));
+        }
+    }
+
+    #[test]
+    fn cells_keep_the_latest_install() {
+        let g = Generation::new(0, std::ptr::null());
+        assert_eq!(g.install(3, 10), None);
+        assert_eq!(g.install(3, 11), Some(10));
+        assert_eq!(g.install(100, 13), None);
         let mut seen = Vec::new();
         g.for_each_cell(|p, s| seen.push((p, s)));
-        assert_eq!(seen, vec![(3, 12), (100, 13)]);
+        seen.sort_unstable();
+        assert_eq!(seen, vec![(3, 11), (100, 13)]);
     }
 }

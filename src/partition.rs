@@ -3,9 +3,9 @@
 //!
 //! Keys live in an append-only arena ([`Pages`]), written once and kept for
 //! the tracker's life. A lookup hashes the key and probes an open-addressing
-//! table of one-word entries `hash_high:32 | number+1:32`, read through an
-//! epoch-protected pointer under the guard `send` already holds: Acquire
-//! loads, no read-modify-write. A partition seen for the first time is
+//! table of one-word entries `hash_high:32 | number+1:32`: Acquire loads,
+//! no read-modify-write, and no epoch guard, because tables are never freed
+//! before the index is (see below). A partition seen for the first time is
 //! written to the arena first, then inserted in place with one CAS on the
 //! first empty entry of its probe sequence (entries are never removed, so
 //! linear probing stays valid), so adding a partition costs O(1), not a copy
@@ -14,11 +14,13 @@
 //! When the table is half full, the inserter that crossed the mark grows
 //! it: it *freezes* every empty entry of the old table (CAS 0 → `FROZEN`),
 //! copies the filled ones into a table twice the size and swaps it in with
-//! a CAS; the old table goes to the epoch collector. An insert that meets a
-//! frozen entry helps with the same steps and retries on the new table, and
-//! an insert that succeeded before its entry was frozen is copied, so none
-//! is lost. Tables hold no `P`, so retiring them never runs user code late
-//! (and needs no `P: 'static`).
+//! a CAS. An insert that meets a frozen entry helps with the same steps and
+//! retries on the new table, and an insert that succeeded before its entry
+//! was frozen is copied, so none is lost. A replaced table stays allocated,
+//! linked from its successor, until the index drops: a lookup may still be
+//! reading it, and keeping it costs less than guarding every lookup (the
+//! tables a table replaced add up to less than itself). Lookups in a frozen
+//! table stay correct for the keys it had.
 //!
 //! Two threads adding the same partition at once both write it to the
 //! arena, but they race for the same first empty entry of its probe
@@ -28,9 +30,10 @@
 
 use crate::generation::MAX_PARTITIONS;
 use crate::pages::Pages;
-use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, KeyHasher, Ordering, UnsafeCell};
-use std::hash::{BuildHasher, Hash};
+use crate::sync::{
+    hash_seeds, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell,
+};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::mem::MaybeUninit;
 
 /// An entry that a resize froze while empty: no insert may take it.
@@ -53,6 +56,9 @@ struct Table {
     entries: Box<[AtomicU64]>,
     /// Entries filled, to know when to grow.
     filled: AtomicUsize,
+    /// The table this one replaced (null for the first): kept until the
+    /// index drops, which frees the whole chain.
+    older: *mut Table,
 }
 
 /// What an insert found.
@@ -66,10 +72,11 @@ enum Insert {
 }
 
 impl Table {
-    fn with_slots(slots: usize) -> Self {
+    fn with_slots(slots: usize, older: *mut Table) -> Self {
         Self {
             entries: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             filled: AtomicUsize::new(0),
+            older,
         }
     }
 
@@ -144,9 +151,10 @@ impl Table {
     }
 
     /// Freezes every empty entry and returns a table twice the size with
-    /// every filled entry. After this, the entries of `self` never change.
+    /// every filled entry, linked to `self`. After this, the entries of
+    /// `self` never change.
     fn grown(&self) -> Table {
-        let next = Table::with_slots(2 * self.entries.len());
+        let next = Table::with_slots(2 * self.entries.len(), self as *const Table as *mut Table);
         let mask = next.entries.len() - 1;
         let mut filled = 0;
         for entry in self.entries.iter() {
@@ -186,6 +194,107 @@ impl Table {
     }
 }
 
+/// How the index hashes keys: a folded multiply (the 128-bit product's two
+/// halves xored, as foldhash and ahash do) per word written, from two
+/// random per-tracker seeds. A few instructions for the integer and short
+/// string keys partitions have, where SipHash costs more than the rest of
+/// a lookup; the seeds keep keys from being chosen to collide.
+pub(crate) struct KeyHasher {
+    seeds: [u64; 2],
+}
+
+impl KeyHasher {
+    fn new() -> Self {
+        Self {
+            seeds: hash_seeds(),
+        }
+    }
+}
+
+impl BuildHasher for KeyHasher {
+    type Hasher = FoldHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> FoldHasher {
+        FoldHasher {
+            state: self.seeds[0],
+            last: self.seeds[1],
+        }
+    }
+}
+
+/// The hasher [`KeyHasher`] builds.
+pub(crate) struct FoldHasher {
+    state: u64,
+    last: u64,
+}
+
+/// An odd constant with well-spread bits (the golden ratio's).
+const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
+
+#[inline]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+impl FoldHasher {
+    #[inline]
+    fn mix(&mut self, word: u64) {
+        self.state = folded_multiply(self.state ^ word, SPREAD);
+    }
+}
+
+impl Hasher for FoldHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            // The length in the top byte (free: at most 7 bytes here) tells
+            // a short tail from one padded with zeros.
+            self.mix(u64::from_le_bytes(word) | (rest.len() as u64) << 56);
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, n: u8) {
+        self.mix(u64::from(n));
+    }
+
+    #[inline]
+    fn write_u16(&mut self, n: u16) {
+        self.mix(u64::from(n));
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.mix(u64::from(n));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        folded_multiply(self.state, self.last ^ SPREAD)
+    }
+}
+
 /// One arena entry: a key, once written.
 struct Key<P> {
     written: AtomicBool,
@@ -203,8 +312,9 @@ impl<P> Key<P> {
 
 pub(crate) struct Partitions<P> {
     hasher: KeyHasher,
-    /// The current table; never null.
-    table: Atomic<Table>,
+    /// The current table, from `Box::into_raw`; never null. It and every
+    /// table before it (through `older`) live until the index drops.
+    table: AtomicPtr<Table>,
     keys: Pages<Key<P>, 16, 20>,
     /// Arena entries handed out (some may be unused, see the module docs).
     claimed: AtomicUsize,
@@ -215,8 +325,11 @@ pub(crate) struct Partitions<P> {
 impl<P: Hash + Eq + Clone> Partitions<P> {
     pub(crate) fn new() -> Self {
         Self {
-            hasher: KeyHasher::default(),
-            table: Atomic::new(Table::with_slots(8)),
+            hasher: KeyHasher::new(),
+            table: AtomicPtr::new(Box::into_raw(Box::new(Table::with_slots(
+                8,
+                std::ptr::null_mut(),
+            )))),
             keys: Pages::new(),
             claimed: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
@@ -238,22 +351,29 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
     /// The number of `partition`, adding it if new. `None` when the tracker
     /// already holds [`MAX_PARTITIONS`] partitions.
     #[inline]
-    pub(crate) fn number(&self, partition: &P, guard: &Guard) -> Option<usize> {
+    pub(crate) fn number(&self, partition: &P) -> Option<usize> {
         let hash = self.hasher.hash_one(partition);
-        // Acquire: pairs with the Release CAS that published the table (and,
-        // through it, the keys it names).
-        let table = self.table.load(Ordering::Acquire, guard);
-        // SAFETY: never null; a replaced table is destroyed only through the
-        // collector, after `guard` is released.
-        let table = unsafe { table.deref() };
-        if let Some(n) = table.find(hash, |n| self.key(n) == Some(partition)) {
+        if let Some(n) = self
+            .current()
+            .find(hash, |n| self.key(n) == Some(partition))
+        {
             return Some(n);
         }
-        self.add(partition, hash, guard)
+        self.add(partition, hash)
+    }
+
+    /// The current table.
+    #[inline]
+    fn current(&self) -> &Table {
+        // Acquire: pairs with the Release CAS that published the table (and,
+        // through it, the keys it names).
+        let table = self.table.load(Ordering::Acquire);
+        // SAFETY: never null, and no table is freed before `self` drops.
+        unsafe { &*table }
     }
 
     #[cold]
-    fn add(&self, partition: &P, hash: u64, guard: &Guard) -> Option<usize> {
+    fn add(&self, partition: &P, hash: u64) -> Option<usize> {
         // Relaxed: only hands out distinct arena entries.
         let number = self.claimed.fetch_add(1, Ordering::Relaxed);
         if number >= MAX_PARTITIONS {
@@ -267,21 +387,18 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
         // Release: publishes the key to readers that see `written`.
         key.written.store(true, Ordering::Release);
         loop {
-            // Acquire: as in `number`.
-            let current = self.table.load(Ordering::Acquire, guard);
-            // SAFETY: as in `number`.
-            let table = unsafe { current.deref() };
+            let table = self.current();
             match table.insert(hash, number, |n| self.key(n) == Some(partition)) {
                 Insert::Found(n) => return Some(n), // another thread added it first
                 Insert::Added => {
                     // Relaxed: a count; nothing is published through it.
                     self.len.fetch_add(1, Ordering::Relaxed);
                     if table.crowded() {
-                        self.grow(current, guard);
+                        self.grow(table);
                     }
                     return Some(number);
                 }
-                Insert::Frozen => self.grow(current, guard),
+                Insert::Frozen => self.grow(table),
             }
         }
     }
@@ -290,22 +407,21 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
     /// replaced it. Lock-free: every thread that finds the table crowded or
     /// frozen may do the whole copy; one CAS wins.
     #[cold]
-    fn grow(&self, current: Shared<'_, Table>, guard: &Guard) {
-        // SAFETY: as in `number`.
-        let next = Owned::new(unsafe { current.deref() }.grown());
+    fn grow(&self, current: &Table) {
+        let next = Box::into_raw(Box::new(current.grown()));
         // AcqRel: Release publishes the copy's entries (and the keys they
         // name, acquired when the copy read them); Acquire (on failure)
         // sees the winner's table.
-        // A failed CAS means another thread installed its copy; ours drops.
+        let current = current as *const Table as *mut Table;
         if self
             .table
-            .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire, guard)
-            .is_ok()
+            .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
         {
-            // SAFETY: unlinked by the CAS; readers reach it only under
-            // guards, which the collector waits for. A table holds no `P`,
-            // so it may be freed at any later time.
-            unsafe { guard.defer_destroy(current) };
+            // Another thread installed its copy; ours was never shared.
+            // SAFETY: `next` came from `Box::into_raw` above and nobody else
+            // saw it; dropping a table frees only its own entries.
+            drop(unsafe { Box::from_raw(next) });
         }
     }
 
@@ -335,12 +451,14 @@ impl<P> Drop for Partitions<P> {
                 key.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
             }
         });
-        // SAFETY: `&mut self`: the current table is ours alone.
-        let guard = unsafe { epoch::unprotected() };
-        // Relaxed: exclusive access.
-        let table = self.table.load(Ordering::Relaxed, guard);
-        // SAFETY: never null, owned by `self`, unreachable by anyone else.
-        drop(unsafe { table.into_owned() });
+        // Relaxed: `&mut self`, exclusive access.
+        let mut table = self.table.load(Ordering::Relaxed);
+        while !table.is_null() {
+            // SAFETY: the current table and every one it replaced came from
+            // `Box::into_raw`, are owned by `self` and freed only here, once.
+            let owned = unsafe { Box::from_raw(table) };
+            table = owned.older;
+        }
     }
 }
 
@@ -351,15 +469,36 @@ mod tests {
     #[test]
     fn numbers_are_stable_and_keys_come_back() {
         let p = Partitions::new();
-        let guard = epoch::pin();
-        assert_eq!(p.number(&"a", &guard), Some(0));
-        assert_eq!(p.number(&"b", &guard), Some(1));
-        assert_eq!(p.number(&"a", &guard), Some(0));
+        assert_eq!(p.number(&"a"), Some(0));
+        assert_eq!(p.number(&"b"), Some(1));
+        assert_eq!(p.number(&"a"), Some(0));
         assert_eq!(
             (p.key(0), p.key(1), p.key(2)),
             (Some(&"a"), Some(&"b"), None)
         );
         assert_eq!(p.len(), 2);
+    }
+
+    /// The fragment (the hash's high half) drives both probing and the
+    /// equality prefilter, so neighbouring keys must spread over it, and
+    /// two trackers hash the same key differently.
+    #[test]
+    fn key_hashes_spread_and_differ_per_tracker() {
+        let (a, b) = (KeyHasher::new(), KeyHasher::new());
+        let mut fragments: Vec<u64> = (0..4096_u32).map(|k| fragment(a.hash_one(k))).collect();
+        fragments.sort_unstable();
+        fragments.dedup();
+        assert!(
+            fragments.len() > 4090,
+            "{} distinct of 4096",
+            fragments.len()
+        );
+        let homes: std::collections::HashSet<usize> = (0..64_u32)
+            .map(|k| home(fragment(a.hash_one(k)), 127))
+            .collect();
+        assert!(homes.len() > 32, "64 keys over 128 homes: {}", homes.len());
+        assert_ne!(a.hash_one("orders-3"), b.hash_one("orders-3"));
+        assert_ne!(a.hash_one("ab"), a.hash_one("ab\0"));
     }
 
     #[test]
@@ -373,12 +512,11 @@ mod tests {
             }
         }
         let p = Partitions::new();
-        let guard = epoch::pin();
         for i in 0..100 {
-            assert_eq!(p.number(&Colliding(i), &guard), Some(i as usize));
+            assert_eq!(p.number(&Colliding(i)), Some(i as usize));
         }
         for i in 0..100 {
-            assert_eq!(p.number(&Colliding(i), &guard), Some(i as usize));
+            assert_eq!(p.number(&Colliding(i)), Some(i as usize));
             assert_eq!(p.key(i as usize), Some(&Colliding(i)));
         }
         assert_eq!(p.len(), 100);
@@ -396,12 +534,11 @@ mod tests {
                 .map(|t| {
                     let p = &p;
                     s.spawn(move || {
-                        let guard = epoch::pin();
                         // Each thread walks the keys from a different start.
                         let mut seen = vec![0; KEYS as usize];
                         for k in 0..KEYS {
                             let key = (k + t * KEYS / 4) % KEYS;
-                            seen[key as usize] = p.number(&key, &guard).unwrap();
+                            seen[key as usize] = p.number(&key).unwrap();
                         }
                         seen
                     })
@@ -411,11 +548,10 @@ mod tests {
         });
         assert!(numbers.windows(2).all(|w| w[0] == w[1]));
         assert_eq!(p.len(), KEYS as usize);
-        let guard = epoch::pin();
         for key in 0..KEYS {
             let n = numbers[0][key as usize];
             assert_eq!(p.key(n), Some(&key));
-            assert_eq!(p.number(&key, &guard), Some(n));
+            assert_eq!(p.number(&key), Some(n));
         }
     }
 
@@ -426,9 +562,8 @@ mod tests {
             let handles: Vec<_> = (0..4)
                 .map(|_| {
                     s.spawn(|| {
-                        let guard = epoch::pin();
                         (0..50)
-                            .map(|k| p.number(&format!("p{k}"), &guard).unwrap())
+                            .map(|k| p.number(&format!("p{k}")).unwrap())
                             .collect()
                     })
                 })

@@ -14,11 +14,12 @@
 //!   with std threads instead.
 //! - Free-list sharding. Under loom there is a single free-list shard, which
 //!   keeps the state space small; the shard a thread uses never affects
-//!   correctness, only contention.
+//!   correctness, only contention. (Count shards are different: their
+//!   capture is part of the seal, so models run with two, and threads spread
+//!   over them by loom's thread number.)
 //! - Randomness and constants: tags start at 0 rather than at a random
 //!   value (loom needs deterministic executions), a waiting flush does not
-//!   spin before parking, and a generation rolls over at its third send
-//!   rather than its 2^30th, so that the models reach rollovers.
+//!   spin before parking.
 
 #[cfg(not(loom))]
 mod imp {
@@ -93,6 +94,13 @@ mod imp {
     /// How many free-list shards to use.
     pub(crate) const FREE_SHARDS: usize = 8;
 
+    /// The calling thread's count shard (reduced modulo the number of
+    /// shards by the caller): its thread number.
+    #[inline]
+    pub(crate) fn shard_index() -> usize {
+        thread_index()
+    }
+
     /// Spins of a waiting flush before it parks.
     pub(crate) const SPINS_BEFORE_PARK: u32 = 64;
 
@@ -158,6 +166,18 @@ mod imp {
     /// One shard keeps the model small; sharding affects contention only.
     pub(crate) const FREE_SHARDS: usize = 1;
 
+    /// The calling thread's count shard: loom's number for the thread (0 for
+    /// the model's main thread, then 1, 2, … in spawn order), so models
+    /// reach threads on different shards, deterministically. Loom exposes
+    /// that number only through `Debug`.
+    pub(crate) fn shard_index() -> usize {
+        let id = format!("{:?}", loom::thread::current().id());
+        id.trim_start_matches("ThreadId(")
+            .trim_end_matches(')')
+            .parse()
+            .unwrap_or(0)
+    }
+
     /// No spinning under loom: every spin would multiply the interleavings.
     pub(crate) const SPINS_BEFORE_PARK: u32 = 0;
 
@@ -184,16 +204,24 @@ pub(crate) mod epoch {
     pub(crate) use crossbeam_epoch::{pin, unprotected, Atomic, Guard, Owned, Shared};
 }
 
-/// How the partition index hashes keys: randomly seeded per tracker (so
-/// that keys cannot be chosen to collide), except under loom, whose
-/// executions must be deterministic (the probe sequence decides which
-/// atomics a lookup touches).
-#[cfg(not(loom))]
-pub(crate) type KeyHasher = std::collections::hash_map::RandomState;
-/// See above: a fixed-key hasher under loom.
-#[cfg(loom)]
-pub(crate) type KeyHasher =
-    std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+/// Two random words to seed a tracker's partition-key hasher (see
+/// `partition::KeyHasher`), so that keys cannot be chosen to collide.
+/// Fixed under loom, whose executions must be deterministic (the probe
+/// sequence decides which atomics a lookup touches).
+pub(crate) fn hash_seeds() -> [u64; 2] {
+    #[cfg(not(loom))]
+    {
+        use std::hash::BuildHasher;
+        // `RandomState` is seeded from the OS once per process and then
+        // varies per instance.
+        let state = std::collections::hash_map::RandomState::new();
+        [state.hash_one(1_u8), state.hash_one(2_u8)]
+    }
+    #[cfg(loom)]
+    {
+        [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344]
+    }
+}
 
 /// A random starting tag for a tracker's slots, so that two trackers whose
 /// 8-bit ids collide still issue different tickets (see `ticket`). Fixed

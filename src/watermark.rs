@@ -52,7 +52,6 @@
 //! flight until the watermark has passed it, and once `drain` (or a flush)
 //! sees nothing in flight, `committable` returns everything.
 
-use crate::generation::Generation;
 use crate::pages::Pages;
 use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
@@ -168,9 +167,11 @@ impl Watermarks {
 
     /// Advances `partition`'s watermark past every resolved record at the
     /// front of its queue, or leaves that to the thread already doing it.
-    /// `leave(generation, n, failed)` removes `n` passed records, `failed`
-    /// of them failed, from a generation's live count, and returns true if
-    /// waiters must be woken; `wake()` wakes them.
+    /// `leave(entered, n, failed)` removes `n` passed records, `failed` of
+    /// them failed, that entered the same generation through the same count
+    /// shard (`entered` is their slots' generation word, see
+    /// `Slab::set_generation`), and returns true if waiters must be woken;
+    /// `wake()` wakes them.
     ///
     /// No user code runs while this thread owns `work`: offsets of slots it
     /// frees are dropped, and waiters woken, only after it has handed `work`
@@ -182,7 +183,7 @@ impl Watermarks {
         &self,
         slots: &Slab<O>,
         partition: usize,
-        leave: impl Fn(&Generation, u64, u64) -> bool,
+        leave: impl Fn(*const (), u64, u64) -> bool,
         wake: impl FnOnce(),
     ) {
         let Some(queue) = self.queues.get(partition) else {
@@ -304,7 +305,7 @@ struct After {
 fn advance_once<O>(
     queue: &Queue,
     slots: &Slab<O>,
-    leave: &impl Fn(&Generation, u64, u64) -> bool,
+    leave: &impl Fn(*const (), u64, u64) -> bool,
     after: &mut After,
 ) {
     // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
@@ -316,7 +317,8 @@ fn advance_once<O>(
     // always `head` when set.
     let mut candidate = 0_u32;
     // Passed records whose generation count we have yet to decrement, all of
-    // one generation: (generation, how many, how many failed).
+    // one generation and count shard: (their generation word, how many, how
+    // many failed).
     let mut group: Option<(*const (), u64, u64)> = None;
     let (mut passed, mut marked) = (0_u64, 0_u64);
     loop {
@@ -354,10 +356,7 @@ fn advance_once<O>(
                     publish(queue, slots, candidate, &mut marked, after);
                     candidate = 0;
                 }
-                // SAFETY: the group's records are counted live in it until
-                // this decrement, so the generation is alive.
-                let generation = unsafe { &*(current as *const Generation) };
-                after.wake |= leave(generation, count, failed);
+                after.wake |= leave(current, count, failed);
                 group = None;
             }
         }
@@ -399,8 +398,6 @@ fn advance_once<O>(
     // SAFETY: as above.
     queue.head.with_mut(|h| unsafe { *h = head });
     if let Some((generation, count, failed)) = group {
-        // SAFETY: as above.
-        let generation = unsafe { &*(generation as *const Generation) };
         after.wake |= leave(generation, count, failed);
     }
 }
