@@ -67,6 +67,19 @@ use crate::ticket::MAX_SLOTS;
 use crate::ResolveError;
 use std::mem::MaybeUninit;
 
+/// How many never-used slots a thread takes at once (see
+/// [`Slab::alloc_fresh`]); one under loom, to keep the models small.
+const FRESH_CHUNK: usize = if cfg!(loom) { 1 } else { 128 };
+/// How many slots at the end of a chunk a thread uses last: at least 128
+/// bytes (a slot is at least 32), so that the slots two threads cycle
+/// through sit neither on one cache line nor on adjacent ones, which x86's
+/// spatial prefetcher fetches in pairs.
+const CHUNK_MARGIN: usize = 4;
+/// Below this many slots handed out, a thread whose free list is empty takes
+/// a fresh chunk before it takes another thread's free slots: one chunk per
+/// free-list shard.
+const YOUNG: usize = FRESH_CHUNK * FREE_SHARDS;
+
 pub(crate) const FREE: u64 = 0;
 pub(crate) const LIVE: u64 = 1;
 pub(crate) const ACKED: u64 = 2;
@@ -215,9 +228,29 @@ impl<O> Slab<O> {
 
     /// Takes a free slot, or a never-used one; `None` when all
     /// [`MAX_SLOTS`] are taken. The caller owns the slot until it publishes it.
+    ///
+    /// The caller's own free list first. When it is empty, a young slab
+    /// (fewer than [`YOUNG`] slots handed out) gives the caller a fresh
+    /// chunk of its own rather than slots from another thread's list, so
+    /// threads starting together do not end up cycling through slots on
+    /// shared cache lines; after that, other threads' lists come before
+    /// fresh slots, so memory stays bounded by what is in flight even when
+    /// records are acked by other threads than sent them.
+    #[inline]
     pub(crate) fn alloc(&self) -> Option<usize> {
         let home = thread_index() % FREE_SHARDS;
-        for i in 0..FREE_SHARDS {
+        self.pop(home).or_else(|| self.alloc_elsewhere(home))
+    }
+
+    #[cold]
+    fn alloc_elsewhere(&self, home: usize) -> Option<usize> {
+        // Relaxed: a heuristic; `alloc_fresh` claims slots with its own CAS.
+        if self.next_unused.load(Ordering::Relaxed) < YOUNG {
+            if let Some(index) = self.alloc_fresh() {
+                return Some(index);
+            }
+        }
+        for i in 1..FREE_SHARDS {
             if let Some(index) = self.pop((home + i) % FREE_SHARDS) {
                 return Some(index);
             }
@@ -225,25 +258,44 @@ impl<O> Slab<O> {
         self.alloc_fresh()
     }
 
+    /// Takes never-used slots, [`FRESH_CHUNK`] at once: returns the first
+    /// and puts the rest on the caller's own free list, so that the slots a
+    /// thread cycles through sit together rather than interleaved with
+    /// another thread's on the same cache lines (two threads writing one
+    /// line, or a pair of adjacent ones, run at half speed). The list
+    /// hands them out in index order, the chunk's last [`CHUNK_MARGIN`]
+    /// last of all, so the slots next to another thread's chunk are the
+    /// ones used least.
+    #[cold]
     fn alloc_fresh(&self) -> Option<usize> {
         // Relaxed: the counter only hands out distinct indices; the page they
         // live in is published by its own CAS below.
         let mut next = self.next_unused.load(Ordering::Relaxed);
-        loop {
+        let end = loop {
             if next >= MAX_SLOTS {
                 return None;
             }
+            let end = (next + FRESH_CHUNK).min(MAX_SLOTS);
             match self.next_unused.compare_exchange_weak(
                 next,
-                next + 1,
+                end,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => break,
+                Ok(_) => break end,
                 Err(seen) => next = seen,
             }
+        };
+        for index in next..end {
+            self.slots.get_or_alloc(index, || Slot::new(self.first_tag));
         }
-        self.slots.get_or_alloc(next, || Slot::new(self.first_tag));
+        // The caller's list was empty (or is shared under loom), so these
+        // are all it holds: the margin at the bottom, then the rest highest
+        // first, so that pops come in index order.
+        let margin = end - CHUNK_MARGIN.min(end - next - 1);
+        for index in (margin..end).chain((next + 1..margin).rev()) {
+            self.push(index);
+        }
         Some(next)
     }
 
