@@ -10,7 +10,7 @@
 //!
 //! Records are counted in [`SHARDS`] cache-padded words that belong to the
 //! tracker, not to a generation. A thread uses the shard its thread number
-//! picks, so threads that send and resolve their own records never write a
+//! (`sync::thread_index`) picks, so threads that send and resolve their own records never write a
 //! cache line another thread writes.
 //!
 //! ```text
@@ -73,7 +73,7 @@
 
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
-use crate::sync::{shard_index, AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
 
 /// How many count shards a tracker has. Two under loom: enough for the
 /// models to reach a shard that lags behind `open`, few enough to keep them
@@ -182,12 +182,6 @@ impl Shards {
         Self {
             words: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
         }
-    }
-
-    /// The shard the calling thread enters through.
-    #[inline]
-    pub(crate) fn home() -> usize {
-        shard_index() % SHARDS
     }
 
     /// Counts one record into the generation numbered `id` (the open one,

@@ -236,10 +236,18 @@ impl<O> Slab<O> {
     /// shared cache lines; after that, other threads' lists come before
     /// fresh slots, so memory stays bounded by what is in flight even when
     /// records are acked by other threads than sent them.
+    ///
+    /// `home` is the caller's [`thread_index`].
     #[inline]
-    pub(crate) fn alloc(&self) -> Option<usize> {
-        let home = thread_index() % FREE_SHARDS;
-        self.pop(home).or_else(|| self.alloc_elsewhere(home))
+    pub(crate) fn alloc(&self, home: usize) -> Option<(usize, &Slot<O>)> {
+        let home = home % FREE_SHARDS;
+        match self.pop(home) {
+            Some(taken) => Some(taken),
+            None => {
+                let index = self.alloc_elsewhere(home)?;
+                Some((index, self.slot(index)))
+            }
+        }
     }
 
     #[cold]
@@ -251,7 +259,7 @@ impl<O> Slab<O> {
             }
         }
         for i in 1..FREE_SHARDS {
-            if let Some(index) = self.pop((home + i) % FREE_SHARDS) {
+            if let Some((index, _)) = self.pop((home + i) % FREE_SHARDS) {
                 return Some(index);
             }
         }
@@ -299,7 +307,8 @@ impl<O> Slab<O> {
         Some(next)
     }
 
-    fn pop(&self, shard: usize) -> Option<usize> {
+    #[inline]
+    fn pop(&self, shard: usize) -> Option<(usize, &Slot<O>)> {
         let head = &self.free[shard];
         // Acquire: pairs with the Release push that put the top slot there,
         // so its `link` (and the pusher's last writes) are visible.
@@ -310,9 +319,10 @@ impl<O> Slab<O> {
                 return None;
             }
             let index = index - 1;
+            let slot = self.slot(index);
             // Relaxed: ordered by the Acquire load of `head` above; a stale
             // value can only come with a changed head, which fails the CAS.
-            let next = self.slot(index).link.load(Ordering::Relaxed);
+            let next = slot.link.load(Ordering::Relaxed);
             let version = (top >> 32).wrapping_add(1);
             // Acquire: takes ownership of the slot from its pusher.
             match head.compare_exchange_weak(
@@ -321,15 +331,20 @@ impl<O> Slab<O> {
                 Ordering::Acquire,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Some(index),
+                Ok(_) => return Some((index, slot)),
                 Err(seen) => top = seen,
             }
         }
     }
 
     fn push(&self, index: usize) {
+        self.push_slot(index, self.slot(index));
+    }
+
+    /// [`push`](Self::push) for a slot the caller already has.
+    #[inline]
+    fn push_slot(&self, index: usize, slot: &Slot<O>) {
         let head = &self.free[thread_index() % FREE_SHARDS];
-        let slot = self.slot(index);
         // Relaxed: this thread's own earlier write is ordered by the CAS.
         let mut top = head.load(Ordering::Relaxed);
         loop {
@@ -353,9 +368,9 @@ impl<O> Slab<O> {
     /// Moves `value` into a slot the caller owns (fresh from [`alloc`]), with
     /// the next tag and the hold bits `holds`, and returns that tag. The slot
     /// stays invisible to tickets until [`publish`](Self::publish).
-    pub(crate) fn prepare(&self, index: usize, value: O, partition: u32, holds: u64) -> u32 {
+    #[inline]
+    pub(crate) fn prepare(&self, slot: &Slot<O>, value: O, partition: u32, holds: u64) -> u32 {
         debug_assert_eq!(holds & !HOLDS, 0);
-        let slot = self.slot(index);
         // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
         // else reads or writes its value; a free slot holds no value.
         slot.value.with_mut(|v| unsafe { (*v).write(value) });
@@ -375,37 +390,37 @@ impl<O> Slab<O> {
     }
 
     /// Records the generation a prepared slot entered.
-    pub(crate) fn set_generation(&self, index: usize, generation: *const ()) {
+    #[inline]
+    pub(crate) fn set_generation(&self, slot: &Slot<O>, generation: *const ()) {
         // Relaxed: published by the Release `publish` that follows.
-        self.slot(index)
-            .generation
+        slot.generation
             .store(generation as *mut (), Ordering::Relaxed);
     }
 
     /// Drops holds a prepared slot took in advance that nothing will use (it
     /// lost the race for its partition cell, or it is being taken back).
-    pub(crate) fn unhold_prepared(&self, index: usize, holds: u64) {
+    pub(crate) fn unhold_prepared(&self, slot: &Slot<O>, holds: u64) {
         // Relaxed: nothing else reads these bits of an unpublished slot: a
         // newer record may clear HELD, but only a hold it displaced.
-        self.slot(index).state.fetch_and(!holds, Ordering::Relaxed);
+        slot.state.fetch_and(!holds, Ordering::Relaxed);
     }
 
     /// Makes a prepared slot resolvable by its ticket.
-    pub(crate) fn publish(&self, index: usize) {
+    #[inline]
+    pub(crate) fn publish(&self, slot: &Slot<O>) {
         // Release: publishes the value and generation to whoever resolves
         // the ticket (their Acquire CAS). An RMW, not a store, because a
         // newer record of the partition may clear HELD concurrently.
-        self.slot(index).state.fetch_or(LIVE, Ordering::Release);
+        slot.state.fetch_or(LIVE, Ordering::Release);
     }
 
     /// Takes the value back out of a prepared, unpublished slot that is not
     /// held, and frees the slot.
-    pub(crate) fn unprepare(&self, index: usize) -> O {
-        let slot = self.slot(index);
+    pub(crate) fn unprepare(&self, index: usize, slot: &Slot<O>) -> O {
         // SAFETY: prepared by this thread and never published or held, so the
         // value is initialised and private.
         let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });
-        self.push(index);
+        self.push_slot(index, slot);
         value
     }
 
@@ -421,7 +436,7 @@ impl<O> Slab<O> {
         index: usize,
         ticket_tag: u32,
         outcome: Outcome,
-    ) -> Result<Resolved, ResolveError> {
+    ) -> Result<Resolved<'_, O>, ResolveError> {
         if ticket_tag == 0 {
             return Err(ResolveError::Unknown); // no ticket ever has tag 0
         }
@@ -461,6 +476,7 @@ impl<O> Slab<O> {
             ) {
                 Ok(_) => {
                     return Ok(Resolved {
+                        slot,
                         generation,
                         partition,
                         freed: !held,
@@ -474,12 +490,17 @@ impl<O> Slab<O> {
     /// Drops the value of a slot whose state this thread set to `FREE` and
     /// puts the slot back on a free list.
     pub(crate) fn recycle(&self, index: usize) {
-        let slot = self.slot(index);
+        self.recycle_slot(index, self.slot(index));
+    }
+
+    /// [`recycle`](Self::recycle) for a slot the caller already has.
+    #[inline]
+    pub(crate) fn recycle_slot(&self, index: usize, slot: &Slot<O>) {
         // SAFETY: the caller moved the state to FREE itself (resolution of an
         // unheld slot, or release of the last hold), so it is the only owner;
         // the value was initialised at prepare and not dropped since.
         slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
-        self.push(index);
+        self.push_slot(index, slot);
     }
 
     /// Drops the hold `hold` (one of the hold bits) on `index`. If the
@@ -563,7 +584,9 @@ impl<O> Slab<O> {
 }
 
 /// What a successful resolution found.
-pub(crate) struct Resolved {
+pub(crate) struct Resolved<'a, O> {
+    /// The record's slot.
+    pub(crate) slot: &'a Slot<O>,
     /// The generation the record entered (opaque to the slab).
     pub(crate) generation: *const (),
     /// The record's partition number.
@@ -625,9 +648,9 @@ mod tests {
     #[test]
     fn lifecycle_of_a_held_slot() {
         let slab = Slab::<String>::new();
-        let i = slab.alloc().unwrap();
-        let tag = slab.prepare(i, "x".into(), 0, HELD);
-        slab.publish(i);
+        let (i, slot) = slab.alloc(thread_index()).unwrap();
+        let tag = slab.prepare(slot, "x".into(), 0, HELD);
+        slab.publish(slot);
         assert_eq!(slab.status_of(i), Some((tag, LIVE, true)));
         let freed = slab.resolve(i, tag, Outcome::Ack).unwrap().freed;
         assert_eq!(
@@ -643,10 +666,10 @@ mod tests {
         slab.release(i, HELD);
         assert_eq!(slab.status_of(i), Some((tag, FREE, false)));
         // The slot is reused with the next tag; the old ticket is stale.
-        let j = slab.alloc().unwrap();
+        let (j, slot) = slab.alloc(thread_index()).unwrap();
         assert_eq!(i, j);
-        let tag2 = slab.prepare(j, "y".into(), 0, 0);
-        slab.publish(j);
+        let tag2 = slab.prepare(slot, "y".into(), 0, 0);
+        slab.publish(slot);
         assert_eq!(tag2, tag + 1);
         assert_eq!(
             slab.resolve(j, tag, Outcome::Ack).err(),

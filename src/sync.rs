@@ -73,7 +73,7 @@ mod imp {
     }
 
     /// Assigns each thread a small, stable number (round robin, from 0), used
-    /// to spread free-list traffic over shards.
+    /// to spread count and free-list traffic over shards.
     pub(crate) fn thread_index() -> usize {
         use std::cell::Cell;
         static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -93,13 +93,6 @@ mod imp {
 
     /// How many free-list shards to use.
     pub(crate) const FREE_SHARDS: usize = 8;
-
-    /// The calling thread's count shard (reduced modulo the number of
-    /// shards by the caller): its thread number.
-    #[inline]
-    pub(crate) fn shard_index() -> usize {
-        thread_index()
-    }
 
     /// Spins of a waiting flush before it parks.
     pub(crate) const SPINS_BEFORE_PARK: u32 = 64;
@@ -158,19 +151,14 @@ mod imp {
         loom::thread::yield_now();
     }
 
-    /// Under loom every thread shares one free-list shard.
-    pub(crate) fn thread_index() -> usize {
-        0
-    }
-
     /// One shard keeps the model small; sharding affects contention only.
     pub(crate) const FREE_SHARDS: usize = 1;
 
-    /// The calling thread's count shard: loom's number for the thread (0 for
-    /// the model's main thread, then 1, 2, … in spawn order), so models
-    /// reach threads on different shards, deterministically. Loom exposes
-    /// that number only through `Debug`.
-    pub(crate) fn shard_index() -> usize {
+    /// Loom's number for the thread (0 for the model's main thread, then 1,
+    /// 2, … in spawn order), so that models reach threads on different
+    /// count shards, deterministically. Loom exposes that number only
+    /// through `Debug`. (All threads share the one free-list shard.)
+    pub(crate) fn thread_index() -> usize {
         let id = format!("{:?}", loom::thread::current().id());
         id.trim_start_matches("ThreadId(")
             .trim_end_matches(')')

@@ -11,7 +11,9 @@ use crate::generation::{entered_at, entered_from, Entry, Generation, Shards, SHA
 use crate::partition::Partitions;
 use crate::slab::{Outcome, Slab, HELD, QUEUED};
 use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell, SPINS_BEFORE_PARK};
+use crate::sync::{
+    thread_index, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell, SPINS_BEFORE_PARK,
+};
 use crate::ticket::{RawTicket, Ticket, MAX_SLOTS};
 use crate::waiter::Waiter;
 use crate::watermark::Watermarks;
@@ -199,7 +201,8 @@ where
         if !self.take_permit() {
             return Err(SendError::Full(partition, offset));
         }
-        let Some(index) = self.slots.alloc() else {
+        let home = thread_index();
+        let Some((index, slot)) = self.slots.alloc(home) else {
             self.return_permit();
             return Err(SendError::Full(partition, offset));
         };
@@ -212,9 +215,9 @@ where
             HELD
         };
         // `number` < MAX_PARTITIONS < 2^32.
-        let tag = self.slots.prepare(index, offset, number as u32, holds);
+        let tag = self.slots.prepare(slot, offset, number as u32, holds);
 
-        let shard = Shards::home();
+        let shard = home % SHARDS;
         let generation = self.enter(shard);
 
         // Acquire: pairs with `close`'s Release store. Either this record's
@@ -229,14 +232,14 @@ where
             if self.shards.leave(shard, generation) {
                 self.waiter.wake();
             }
-            self.slots.unhold_prepared(index, holds);
-            let offset = self.slots.unprepare(index);
+            self.slots.unhold_prepared(slot, holds);
+            let offset = self.slots.unprepare(index, slot);
             self.return_permit();
             return Err(SendError::Closed(partition, offset));
         }
 
         self.slots
-            .set_generation(index, entered_at(generation, shard));
+            .set_generation(slot, entered_at(generation, shard));
         if let Some(displaced) = generation.install(number, index) {
             self.slots.release(displaced, HELD);
         }
@@ -244,7 +247,7 @@ where
             // Before publishing: the record's resolution must find it linked.
             watermarks.link(&self.slots, number, index);
         }
-        self.slots.publish(index);
+        self.slots.publish(slot);
         Ok(Ticket::new(self.id, index, tag))
     }
 
@@ -494,7 +497,7 @@ where
         }
         // The generation may be gone from here on; the slot is still ours.
         if freed {
-            self.slots.recycle(ticket.index);
+            self.slots.recycle_slot(ticket.index, resolved.slot);
         }
         Ok(())
     }
