@@ -50,18 +50,28 @@
 //!
 //! # Free lists
 //!
-//! Free slots sit on Treiber stacks threaded through the slots'
-//! `link` fields. Each stack head packs a 32-bit version with the top
-//! index, so a pop that raced a pop-and-push of the same slot fails its CAS
-//! (the classic ABA). There are a few stacks, cache-padded; a thread pushes to
-//! and pops from the stack its [`thread_index`] picks, and takes from the
-//! others only when its own is empty, so a thread that sends and acks its own
-//! records touches no shared free list.
+//! Each thread whose number (see [`thread_index`]) is below
+//! `LOCAL_THREADS` has a free list of its own, a plain linked list through
+//! the slots' `link` fields that no other thread touches: a thread that
+//! sends and acks its own records allocates and frees with no atomic
+//! read-modify-write at all. Thread numbers are held by one live thread at
+//! a time and reused after a thread exits, with its list. A list that
+//! reaches `LOCAL_MAX` slots is spliced onto a shared stack in one CAS, so
+//! a thread that only frees (an acker) does not hoard them.
+//!
+//! The shared free lists are Treiber stacks threaded through the same
+//! links. Each stack head packs a 32-bit version with the top index, so a
+//! pop that raced a pop-and-push of the same slot fails its CAS (the
+//! classic ABA). There are a few stacks, cache-padded; a thread pops from
+//! the one its number picks, then (past a young slab's first chunks) from
+//! the others, and only then takes never-used slots, so memory stays
+//! bounded by what is in flight. Never-used slots are taken 128 at a time,
+//! so that two threads do not cycle through slots on one cache line.
 
 use crate::pages::Pages;
 use crate::sync::{
     thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell,
-    FREE_SHARDS,
+    FREE_SHARDS, LOCAL_THREADS,
 };
 use crate::ticket::MAX_SLOTS;
 use crate::ResolveError;
@@ -184,6 +194,45 @@ impl<O> Slot<O> {
     }
 }
 
+/// A free list that only the thread holding one thread number touches
+/// (see `sync::thread_index`), threaded through the slots' links like the
+/// shared stacks: no atomic read-modify-write on either end.
+struct Local(UnsafeCell<LocalList>);
+
+#[derive(Default)]
+struct LocalList {
+    /// Top slot + 1, 0 when empty.
+    head: u32,
+    /// Bottom slot + 1, 0 when empty: where a spill splices the list.
+    tail: u32,
+    len: u32,
+}
+
+impl Local {
+    fn new() -> Self {
+        Self(UnsafeCell::new(LocalList::default()))
+    }
+
+    /// The list.
+    ///
+    /// # Safety
+    ///
+    /// SAFETY: the caller holds the thread number this list belongs to, which
+    /// no other live thread holds (a thread that held it before handed its
+    /// writes over when it gave the number back), and keeps no other
+    /// reference from this function alive.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn list(&self) -> &mut LocalList {
+        // SAFETY: exclusive by the contract above.
+        self.0.with_mut(|list| unsafe { &mut *list })
+    }
+}
+
+/// A thread's own list moves onto its shared stack, all at once, when it
+/// reaches this many slots: it keeps a thread that only frees (an acker
+/// handed tickets by senders) from hoarding slots the senders need.
+const LOCAL_MAX: u32 = 2 * FRESH_CHUNK as u32;
+
 /// Pages of slots plus their free lists.
 pub(crate) struct Slab<O> {
     slots: Pages<Slot<O>, 32, 20>,
@@ -191,6 +240,9 @@ pub(crate) struct Slab<O> {
     next_unused: AtomicUsize,
     /// Treiber stack heads: `version << 32 | (index + 1)`, 0 when empty.
     free: [CachePadded<AtomicU64>; FREE_SHARDS],
+    /// Per thread number below `LOCAL_THREADS`: that thread's own list,
+    /// used before the shared stacks.
+    locals: Pages<CachePadded<Local>, 4, 7>,
     /// The tag every slot starts from (random per slab, see `ticket`).
     first_tag: u32,
 }
@@ -201,6 +253,7 @@ impl<O> Slab<O> {
             slots: Pages::new(),
             next_unused: AtomicUsize::new(0),
             free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+            locals: Pages::new(),
             first_tag: crate::sync::tag_seed(),
         }
     }
@@ -240,6 +293,11 @@ impl<O> Slab<O> {
     /// `home` is the caller's [`thread_index`].
     #[inline]
     pub(crate) fn alloc(&self, home: usize) -> Option<(usize, &Slot<O>)> {
+        if let Some(local) = self.local(home) {
+            if let Some(taken) = self.pop_local(local) {
+                return Some(taken);
+            }
+        }
         let home = home % FREE_SHARDS;
         match self.pop(home) {
             Some(taken) => Some(taken),
@@ -341,10 +399,93 @@ impl<O> Slab<O> {
         self.push_slot(index, self.slot(index));
     }
 
-    /// [`push`](Self::push) for a slot the caller already has.
+    /// Frees a slot the caller owns onto its own list if its thread number
+    /// has one, else onto the shared stack its number picks.
     #[inline]
     fn push_slot(&self, index: usize, slot: &Slot<O>) {
-        let head = &self.free[thread_index() % FREE_SHARDS];
+        let home = thread_index();
+        match self.local(home) {
+            Some(local) => self.push_local(local, home, index, slot),
+            None => self.push_shared(home % FREE_SHARDS, index, slot),
+        }
+    }
+
+    /// The calling thread's own list, if its number `home` (its
+    /// [`thread_index`]) has one.
+    #[inline]
+    fn local(&self, home: usize) -> Option<&Local> {
+        (home < LOCAL_THREADS).then(|| {
+            &**self
+                .locals
+                .get_or_alloc(home, || CachePadded::new(Local::new()))
+        })
+    }
+
+    /// Takes the top of the caller's own list (see [`local`](Self::local)).
+    #[inline]
+    fn pop_local(&self, local: &Local) -> Option<(usize, &Slot<O>)> {
+        // SAFETY: `local` came from `local(thread_index())`, so the caller
+        // holds its thread number; no other reference to it is alive.
+        let list = unsafe { local.list() };
+        let index = (list.head as usize).checked_sub(1)?;
+        let slot = self.slot(index);
+        // Relaxed: the slot is on our own list; nobody else touches its link.
+        list.head = slot.link.load(Ordering::Relaxed);
+        list.len -= 1;
+        if list.head == 0 {
+            list.tail = 0;
+        }
+        Some((index, slot))
+    }
+
+    #[inline]
+    fn push_local(&self, local: &Local, home: usize, index: usize, slot: &Slot<O>) {
+        // SAFETY: as in `pop_local`.
+        let list = unsafe { local.list() };
+        // Relaxed: our own list, as in `pop_local`.
+        slot.link.store(list.head, Ordering::Relaxed);
+        if list.head == 0 {
+            list.tail = index as u32 + 1;
+        }
+        list.head = index as u32 + 1;
+        list.len += 1;
+        if list.len >= LOCAL_MAX {
+            self.spill(list, home % FREE_SHARDS);
+        }
+    }
+
+    /// Moves the whole of a thread's own list onto shared stack `shard`
+    /// with one CAS.
+    #[cold]
+    fn spill(&self, list: &mut LocalList, shard: usize) {
+        let (first, last) = (list.head, list.tail);
+        let bottom = self.slot(last as usize - 1);
+        let head = &self.free[shard];
+        // Relaxed: this thread's own earlier write is ordered by the CAS.
+        let mut top = head.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release CAS below.
+            bottom
+                .link
+                .store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
+            let version = (top >> 32).wrapping_add(1);
+            // Release: hands the slots (and their links) to the next popper.
+            match head.compare_exchange_weak(
+                top,
+                (version << 32) | u64::from(first),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => top = seen,
+            }
+        }
+        *list = LocalList::default();
+    }
+
+    /// Pushes a slot the caller owns onto shared stack `shard`.
+    fn push_shared(&self, shard: usize, index: usize, slot: &Slot<O>) {
+        let head = &self.free[shard];
         // Relaxed: this thread's own earlier write is ordered by the CAS.
         let mut top = head.load(Ordering::Relaxed);
         loop {
@@ -626,6 +767,37 @@ impl<O> Drop for Slab<O> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One thread takes slots, another frees them (the hand-off of a
+    /// producer whose delivery callbacks run elsewhere): the freer's own
+    /// list spills back, so the taker keeps reusing slots and the slab
+    /// stays bounded by what is in flight, not by how many were ever sent.
+    #[test]
+    fn slots_freed_by_another_thread_come_back() {
+        const IN_FLIGHT: usize = 64;
+        let slab = Slab::<u64>::new();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<usize>(IN_FLIGHT);
+        std::thread::scope(|s| {
+            let slab = &slab;
+            s.spawn(move || {
+                for index in rx {
+                    slab.recycle(index);
+                }
+            });
+            for n in 0..100_000_u64 {
+                let (index, slot) = slab.alloc(thread_index()).unwrap();
+                slab.prepare(slot, n, 0, 0);
+                tx.send(index).unwrap();
+            }
+            drop(tx); // ends the freer's loop
+        });
+        // Relaxed: the threads are joined.
+        let used = slab.next_unused.load(Ordering::Relaxed);
+        assert!(
+            used <= YOUNG + 2 * LOCAL_MAX as usize + 2 * IN_FLIGHT,
+            "{used} slots for 64 in flight"
+        );
+    }
 
     #[test]
     fn stale_classification() {

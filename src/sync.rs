@@ -23,6 +23,7 @@
 
 #[cfg(not(loom))]
 mod imp {
+    use std::sync::atomic::Ordering;
     pub(crate) use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
     };
@@ -72,23 +73,97 @@ mod imp {
         }
     }
 
-    /// Assigns each thread a small, stable number (round robin, from 0), used
-    /// to spread count and free-list traffic over shards.
-    pub(crate) fn thread_index() -> usize {
-        use std::cell::Cell;
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        thread_local! {
-            static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-        }
-        INDEX.with(|index| {
-            let mut i = index.get();
-            if i == usize::MAX {
-                // Relaxed: the numbers only need to differ, nothing is published.
-                i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                index.set(i);
+    /// Thread numbers below this are each held by one live thread at a
+    /// time, which may keep a free list of its own in every slab (see
+    /// [`thread_index`]).
+    pub(crate) const LOCAL_THREADS: usize = 256;
+
+    /// Numbers of exited threads, for reuse: a Treiber stack of
+    /// `version << 32 | number + 1` threaded through `NEXT_FREE`.
+    static FREE_NUMBERS: AtomicU64 = AtomicU64::new(0);
+    static NEXT_FREE: [AtomicU32; LOCAL_THREADS] = [const { AtomicU32::new(0) }; LOCAL_THREADS];
+    /// Numbers never handed out yet.
+    static FRESH_NUMBERS: AtomicUsize = AtomicUsize::new(0);
+    /// Numbers handed out once the reusable ones ran out (or after a
+    /// thread's own number was given back at its exit): at least
+    /// `LOCAL_THREADS`, never reused.
+    static OVERFLOW_NUMBERS: AtomicUsize = AtomicUsize::new(LOCAL_THREADS);
+
+    /// A thread's number, given back when the thread exits.
+    struct Number(usize);
+
+    impl Number {
+        fn take() -> Self {
+            // Acquire: takes the number, and the free lists its previous
+            // holder left in every slab, from that holder's Release push.
+            let mut top = FREE_NUMBERS.load(Ordering::Acquire);
+            while let Some(number) = ((top & 0xffff_ffff) as usize).checked_sub(1) {
+                // Relaxed: ordered by the Acquire load of the head; a stale
+                // link only comes with a changed head, which fails the CAS.
+                let next = NEXT_FREE[number].load(Ordering::Relaxed);
+                let version = (top >> 32).wrapping_add(1);
+                match FREE_NUMBERS.compare_exchange_weak(
+                    top,
+                    (version << 32) | u64::from(next),
+                    Ordering::Acquire,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Self(number),
+                    Err(seen) => top = seen,
+                }
             }
-            i
-        })
+            // Relaxed, both: the counters only hand out distinct numbers.
+            let fresh = FRESH_NUMBERS.fetch_add(1, Ordering::Relaxed);
+            if fresh < LOCAL_THREADS {
+                Self(fresh)
+            } else {
+                Self(OVERFLOW_NUMBERS.fetch_add(1, Ordering::Relaxed))
+            }
+        }
+    }
+
+    impl Drop for Number {
+        fn drop(&mut self) {
+            if self.0 >= LOCAL_THREADS {
+                return;
+            }
+            let mut top = FREE_NUMBERS.load(Ordering::Relaxed);
+            loop {
+                // Relaxed: published by the Release CAS below.
+                NEXT_FREE[self.0].store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
+                let version = (top >> 32).wrapping_add(1);
+                // Release: hands the number, and this thread's last writes to
+                // its free lists, to the next thread that takes it.
+                match FREE_NUMBERS.compare_exchange_weak(
+                    top,
+                    (version << 32) | (self.0 as u64 + 1),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(seen) => top = seen,
+                }
+            }
+        }
+    }
+
+    thread_local! {
+        static NUMBER: Number = Number::take();
+    }
+
+    /// The calling thread's number. Below [`LOCAL_THREADS`], no other live
+    /// thread has the same number, so the thread may use per-number state
+    /// without atomics; numbers of exited threads are reused, so they stay
+    /// small and dense (they also spread count and free-list traffic over
+    /// shards). A thread that finds them all taken, or calls this while its
+    /// thread-locals are being destroyed, gets a number of
+    /// `LOCAL_THREADS` or more.
+    #[inline]
+    pub(crate) fn thread_index() -> usize {
+        NUMBER
+            .try_with(|number| number.0)
+            // Relaxed: only needs to differ from the reusable numbers.
+            .unwrap_or_else(|_| OVERFLOW_NUMBERS.fetch_add(1, Ordering::Relaxed))
     }
 
     /// How many free-list shards to use.
@@ -153,6 +228,10 @@ mod imp {
 
     /// One shard keeps the model small; sharding affects contention only.
     pub(crate) const FREE_SHARDS: usize = 1;
+
+    /// No thread-owned free lists under loom: every slot goes through the
+    /// shared free list, which the models check.
+    pub(crate) const LOCAL_THREADS: usize = 0;
 
     /// Loom's number for the thread (0 for the model's main thread, then 1,
     /// 2, … in spawn order), so that models reach threads on different
@@ -237,4 +316,45 @@ pub(crate) fn next_tracker_id() -> u8 {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     // Relaxed: a counter, nothing is published through it.
     (NEXT.fetch_add(1, Ordering::Relaxed) & 0xff) as u8
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::{Barrier, Mutex};
+
+    /// Waves of threads that are all alive at once: no two live threads
+    /// hold the same number, and numbers of exited threads are reused, so
+    /// they stay below the most threads ever alive together (plus the test
+    /// harness's own threads, which may hold numbers too).
+    #[test]
+    fn live_threads_hold_distinct_numbers_and_exited_ones_are_reused() {
+        const WAVE: usize = 24;
+        let live = Mutex::new(HashSet::new());
+        let mut highest = 0;
+        for _ in 0..20 {
+            let barrier = Barrier::new(WAVE);
+            let numbers: Vec<usize> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..WAVE)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let number = thread_index();
+                            assert_eq!(number, thread_index(), "stable within a thread");
+                            assert!(live.lock().unwrap().insert(number), "{number} held twice");
+                            barrier.wait();
+                            live.lock().unwrap().remove(&number);
+                            number
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            highest = highest.max(numbers.into_iter().max().unwrap());
+        }
+        assert!(
+            highest < LOCAL_THREADS,
+            "{highest}: numbers were not reused"
+        );
+    }
 }

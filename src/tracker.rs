@@ -91,7 +91,8 @@ pub struct Tracker<P, O> {
 // slot) between threads, so both must be `Send + Sync`. Its own cells are
 // guarded: a slot's value and generation by the slot's state word (only the
 // owner of the current state transition touches them), the carry by the
-// `flushing` flag, and everything else is atomic.
+// `flushing` flag, each thread-owned free list by its thread number (held
+// by one live thread at a time), and everything else is atomic.
 unsafe impl<P: Send + Sync, O: Send + Sync> Send for Tracker<P, O> {}
 // SAFETY: as above.
 unsafe impl<P: Send + Sync, O: Send + Sync> Sync for Tracker<P, O> {}
