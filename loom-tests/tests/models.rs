@@ -284,6 +284,10 @@ fn stale_raw_ticket_vs_slot_reuse() {
         let t2 = tracker.clone();
         // Takes the slot just freed (one free list under loom).
         let sender = thread::spawn(move || t2.send("q", off(3)).unwrap());
+        // A scheduling point, so that loom also runs the reuse first: its
+        // DPOR keeps only the last access per atomic, and the sender's read
+        // of the slot's state just before its write would hide our read.
+        thread::yield_now();
         let replay = tracker.ack_raw(stale);
         let fresh = sender.join().unwrap();
         assert!(replay.is_err(), "a stale ticket resolved something");
