@@ -70,8 +70,8 @@
 
 use crate::pages::Pages;
 use crate::sync::{
-    thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering, UnsafeCell,
-    FREE_SHARDS, LOCAL_THREADS,
+    stack, thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering,
+    UnsafeCell, FREE_SHARDS, LOCAL_THREADS,
 };
 use crate::ticket::MAX_SLOTS;
 use crate::ResolveError;
@@ -367,32 +367,9 @@ impl<O> Slab<O> {
 
     #[inline]
     fn pop(&self, shard: usize) -> Option<(usize, &Slot<O>)> {
-        let head = &self.free[shard];
-        // Acquire: pairs with the Release push that put the top slot there,
-        // so its `link` (and the pusher's last writes) are visible.
-        let mut top = head.load(Ordering::Acquire);
-        loop {
-            let index = (top & 0xffff_ffff) as usize;
-            if index == 0 {
-                return None;
-            }
-            let index = index - 1;
-            let slot = self.slot(index);
-            // Relaxed: ordered by the Acquire load of `head` above; a stale
-            // value can only come with a changed head, which fails the CAS.
-            let next = slot.link.load(Ordering::Relaxed);
-            let version = (top >> 32).wrapping_add(1);
-            // Acquire: takes ownership of the slot from its pusher.
-            match head.compare_exchange_weak(
-                top,
-                (version << 32) | u64::from(next),
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some((index, slot)),
-                Err(seen) => top = seen,
-            }
-        }
+        // Acquire (inside `pop`): takes the slot from its pusher.
+        let index = stack::pop(&self.free[shard], |index| &self.slot(index).link)?;
+        Some((index, self.slot(index)))
     }
 
     fn push(&self, index: usize) {
@@ -459,51 +436,15 @@ impl<O> Slab<O> {
     #[cold]
     fn spill(&self, list: &mut LocalList, shard: usize) {
         let (first, last) = (list.head, list.tail);
-        let bottom = self.slot(last as usize - 1);
-        let head = &self.free[shard];
-        // Relaxed: this thread's own earlier write is ordered by the CAS.
-        let mut top = head.load(Ordering::Relaxed);
-        loop {
-            // Relaxed: published by the Release CAS below.
-            bottom
-                .link
-                .store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
-            let version = (top >> 32).wrapping_add(1);
-            // Release: hands the slots (and their links) to the next popper.
-            match head.compare_exchange_weak(
-                top,
-                (version << 32) | u64::from(first),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(seen) => top = seen,
-            }
-        }
+        // Release (inside `push`): hands the slots to the next popper.
+        stack::push(&self.free[shard], first, &self.slot(last as usize - 1).link);
         *list = LocalList::default();
     }
 
     /// Pushes a slot the caller owns onto shared stack `shard`.
     fn push_shared(&self, shard: usize, index: usize, slot: &Slot<O>) {
-        let head = &self.free[shard];
-        // Relaxed: this thread's own earlier write is ordered by the CAS.
-        let mut top = head.load(Ordering::Relaxed);
-        loop {
-            // Relaxed: published by the Release CAS below.
-            slot.link
-                .store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
-            let version = (top >> 32).wrapping_add(1);
-            // Release: hands the slot (and its `link`) to the next popper.
-            match head.compare_exchange_weak(
-                top,
-                (version << 32) | (index as u64 + 1),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(seen) => top = seen,
-            }
-        }
+        // Release (inside `push`): hands the slot to the next popper.
+        stack::push(&self.free[shard], index as u32 + 1, &slot.link);
     }
 
     /// Moves `value` into a slot the caller owns (fresh from [`alloc`]), with

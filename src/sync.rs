@@ -78,8 +78,8 @@ mod imp {
     /// [`thread_index`]).
     pub(crate) const LOCAL_THREADS: usize = 256;
 
-    /// Numbers of exited threads, for reuse: a Treiber stack of
-    /// `version << 32 | number + 1` threaded through `NEXT_FREE`.
+    /// Numbers of exited threads, for reuse: a [`stack`](super::stack)
+    /// threaded through `NEXT_FREE`.
     static FREE_NUMBERS: AtomicU64 = AtomicU64::new(0);
     static NEXT_FREE: [AtomicU32; LOCAL_THREADS] = [const { AtomicU32::new(0) }; LOCAL_THREADS];
     /// Numbers never handed out yet.
@@ -94,23 +94,10 @@ mod imp {
 
     impl Number {
         fn take() -> Self {
-            // Acquire: takes the number, and the free lists its previous
-            // holder left in every slab, from that holder's Release push.
-            let mut top = FREE_NUMBERS.load(Ordering::Acquire);
-            while let Some(number) = ((top & 0xffff_ffff) as usize).checked_sub(1) {
-                // Relaxed: ordered by the Acquire load of the head; a stale
-                // link only comes with a changed head, which fails the CAS.
-                let next = NEXT_FREE[number].load(Ordering::Relaxed);
-                let version = (top >> 32).wrapping_add(1);
-                match FREE_NUMBERS.compare_exchange_weak(
-                    top,
-                    (version << 32) | u64::from(next),
-                    Ordering::Acquire,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Self(number),
-                    Err(seen) => top = seen,
-                }
+            // Acquire (inside `pop`): takes the number, and the free lists its
+            // previous holder left in every slab, from that holder's push.
+            if let Some(number) = super::stack::pop(&FREE_NUMBERS, |n| &NEXT_FREE[n]) {
+                return Self(number);
             }
             // Relaxed, both: the counters only hand out distinct numbers.
             let fresh = FRESH_NUMBERS.fetch_add(1, Ordering::Relaxed);
@@ -124,25 +111,11 @@ mod imp {
 
     impl Drop for Number {
         fn drop(&mut self) {
-            if self.0 >= LOCAL_THREADS {
-                return;
-            }
-            let mut top = FREE_NUMBERS.load(Ordering::Relaxed);
-            loop {
-                // Relaxed: published by the Release CAS below.
-                NEXT_FREE[self.0].store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
-                let version = (top >> 32).wrapping_add(1);
-                // Release: hands the number, and this thread's last writes to
-                // its free lists, to the next thread that takes it.
-                match FREE_NUMBERS.compare_exchange_weak(
-                    top,
-                    (version << 32) | (self.0 as u64 + 1),
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return,
-                    Err(seen) => top = seen,
-                }
+            if self.0 < LOCAL_THREADS {
+                // Release (inside `push`): hands the number, and this
+                // thread's last writes to its free lists, to the next thread
+                // that takes it.
+                super::stack::push(&FREE_NUMBERS, self.0 as u32 + 1, &NEXT_FREE[self.0]);
             }
         }
     }
@@ -264,6 +237,66 @@ pub(crate) use imp::*;
 
 pub(crate) use crossbeam_utils::CachePadded;
 pub(crate) use std::sync::atomic::Ordering;
+
+/// Versioned Treiber stacks of nodes numbered from 0, threaded through
+/// `u32` links (node + 1, 0 for none). The head packs a 32-bit version with
+/// the top node + 1, so a pop that raced a pop-and-push of the same node
+/// fails its CAS (the classic ABA). The slab's shared free lists and the
+/// thread-number registry are such stacks.
+pub(crate) mod stack {
+    use super::{AtomicU32, AtomicU64, Ordering};
+
+    /// Pushes a chain of nodes: `first` is its first node + 1 (as links
+    /// are), `last_link` the link of its last node. The caller owns the
+    /// chain until the push.
+    pub(crate) fn push(head: &AtomicU64, first: u32, last_link: &AtomicU32) {
+        // Relaxed: the CAS below is what orders.
+        let mut top = head.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release CAS below.
+            last_link.store((top & 0xffff_ffff) as u32, Ordering::Relaxed);
+            let version = (top >> 32).wrapping_add(1);
+            // Release: hands the chain (and its links) to the next popper.
+            match head.compare_exchange_weak(
+                top,
+                (version << 32) | u64::from(first),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(seen) => top = seen,
+            }
+        }
+    }
+
+    /// Pops the top node; `link(node)` is that node's link.
+    #[inline]
+    pub(crate) fn pop<'a>(
+        head: &AtomicU64,
+        link: impl Fn(usize) -> &'a AtomicU32,
+    ) -> Option<usize> {
+        // Acquire: pairs with the Release push that put the top node there,
+        // so its link (and the pusher's earlier writes) are visible.
+        let mut top = head.load(Ordering::Acquire);
+        loop {
+            let node = ((top & 0xffff_ffff) as usize).checked_sub(1)?;
+            // Relaxed: ordered by the Acquire load of `head`; a stale value
+            // can only come with a changed head, which fails the CAS.
+            let next = link(node).load(Ordering::Relaxed);
+            let version = (top >> 32).wrapping_add(1);
+            // Acquire: takes ownership of the node from its pusher.
+            match head.compare_exchange_weak(
+                top,
+                (version << 32) | u64::from(next),
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(node),
+                Err(seen) => top = seen,
+            }
+        }
+    }
+}
 
 /// Epoch-based reclamation: crossbeam-epoch, which becomes loom-aware when it
 /// is built with `--cfg crossbeam_loom` and its `loom` feature.
