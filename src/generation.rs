@@ -410,16 +410,10 @@ impl Generation {
         (captured + uncaptured as i64).max(0) as usize
     }
 
-    /// Counts a failed resolution. Call before the record's leave.
-    pub(crate) fn add_failed(&self) {
-        // Relaxed: published by the Release leave that follows.
-        self.failed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts `n` failed records at once (the watermark advance).
-    pub(crate) fn add_failed_many(&self, n: u64) {
+    /// Counts `n` failed resolutions. Call before the records' leave.
+    pub(crate) fn add_failed(&self, n: u64) {
         if n != 0 {
-            // Relaxed: as in `add_failed`.
+            // Relaxed: published by the Release leave that follows.
             self.failed.fetch_add(n as usize, Ordering::Relaxed);
         }
     }

@@ -226,7 +226,7 @@ where
         // after `close()` (so that flush covers it), or this send acquired
         // what the sealer did before capturing, the close included: through
         // the capture's CAS, if it read the moved shard and retried, or
-        // through the Release CAS that published the newer `open` it loaded.
+        // through the Release `fetch_max` of the newer `open_id` it read.
         // Then this load sees the close. So a final flush covers every
         // accepted record.
         if self.closed.load(Ordering::Acquire) {
@@ -282,8 +282,8 @@ where
     /// The generation numbered `id`, in which the caller's record counts.
     #[inline]
     fn numbered(&self, id: u64) -> &Generation {
-        // SAFETY (the guard): no reference outlives the caller's record in
-        // generation `id`, see below.
+        // SAFETY: the guard protects nothing; what keeps the generations
+        // alive is the caller's record in generation `id`, see below.
         let guard = unsafe { epoch::unprotected() };
         // Acquire: pairs with the Release CAS that published the generation.
         let open = self.open.load(Ordering::Acquire, guard);
@@ -307,28 +307,28 @@ where
     /// record any more, and the last resolution of each wakes waiters.
     /// Idempotent; concurrent callers share the work.
     pub(crate) fn capture_through(&self, upto: u64, guard: &Guard) {
+        self.capture(0..SHARDS, upto, guard);
+    }
+
+    /// [`capture_through`](Self::capture_through) for one shard: what a
+    /// sender does when its shard lags behind `open_id`.
+    #[cold]
+    fn catch_up(&self, shard: usize, upto: u64) {
+        self.capture(shard..shard + 1, upto, &epoch::pin());
+    }
+
+    fn capture(&self, shards: std::ops::Range<usize>, upto: u64, guard: &Guard) {
         let mut wake = false;
         self.walk(guard, Some(upto), |generation| {
-            for shard in 0..SHARDS {
+            for shard in shards.clone() {
                 wake |= self.shards.capture(shard, generation);
                 // Unit tests widen the window in which some shards count
                 // for the new generation and others still for this one.
                 #[cfg(all(test, not(loom)))]
-                std::thread::yield_now();
+                for _ in 0..4 {
+                    std::thread::yield_now();
+                }
             }
-        });
-        if wake {
-            self.waiter.wake();
-        }
-    }
-
-    /// [`capture_through`](Self::capture_through) for one shard: what a
-    /// sender does when its shard lags behind `open`.
-    #[cold]
-    fn catch_up(&self, shard: usize, upto: u64) {
-        let mut wake = false;
-        self.walk(&epoch::pin(), Some(upto), |generation| {
-            wake |= self.shards.capture(shard, generation);
         });
         if wake {
             self.waiter.wake();
@@ -352,47 +352,30 @@ where
         let fresh = Owned::new(Generation::new(generation.id + 1, generation));
         // AcqRel: Release publishes the fresh generation's initialisation to
         // whoever follows `next`; Acquire (on failure) sees the winner's.
-        match generation.next.compare_exchange(
+        let (won, next) = match generation.next.compare_exchange(
             Shared::null(),
             fresh,
             Ordering::AcqRel,
             Ordering::Acquire,
             guard,
         ) {
-            Ok(next) => {
-                // AcqRel: Release publishes `next` to senders loading `open`.
-                // It may fail only because a helper already did it.
-                let _ = self.open.compare_exchange(
-                    current,
-                    next,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                    guard,
-                );
-                self.advance_open_id(generation.id + 1);
-                // The caller captures the shards next; unit tests widen the
-                // window in which `current` is no longer open but its shards
-                // still count for it, so the stress tests reach it.
-                #[cfg(all(test, not(loom)))]
-                std::thread::yield_now();
-                true
-            }
-            Err(lost) => {
-                // Help the winner: make sure `open` moved past `current`
-                // before retrying (AcqRel as above).
-                let _ = self.open.compare_exchange(
-                    current,
-                    lost.current,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                    guard,
-                );
-                // And `open_id` after it, before we capture any shard: a
-                // sender that finds its shard moved must find a newer number.
-                self.advance_open_id(generation.id + 1);
-                false
-            }
-        }
+            Ok(next) => (true, next),
+            // Lost: help the winner move `open` past `current`.
+            Err(lost) => (false, lost.current),
+        };
+        // AcqRel: Release publishes `next` to whoever loads `open`. It fails
+        // only when another thread (winner or helper) already moved it.
+        let _ =
+            self.open
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire, guard);
+        // Then `open_id`, before the caller captures any shard: a sender
+        // that finds its shard moved must find a newer number.
+        self.advance_open_id(generation.id + 1);
+        // Unit tests widen the window in which `current` is no longer open
+        // but its shards still count for it, so the stress tests reach it.
+        #[cfg(all(test, not(loom)))]
+        std::thread::yield_now();
+        won
     }
 
     /// Marks the ticket's record delivered.
@@ -479,7 +462,7 @@ where
                     // counted out of their generation, which therefore
                     // cannot have been folded.
                     let generation = unsafe { &*generation };
-                    generation.add_failed_many(failed);
+                    generation.add_failed(failed);
                     self.shards.leave_many(shard, generation, n)
                 },
                 || self.waiter.wake(),
@@ -494,7 +477,7 @@ where
         // a generation is freed only after it drained.
         let generation = unsafe { &*generation };
         if outcome == Outcome::Fail {
-            generation.add_failed();
+            generation.add_failed(1);
         }
         self.return_permit();
         if self.shards.leave(shard, generation) {
@@ -1003,100 +986,130 @@ mod tests {
         flush.commit().unwrap();
     }
 
+    /// Offsets sent and not yet (about to be) acked, of one partition. The
+    /// tests may lock; the tracker may not.
+    type Unacked = std::sync::Mutex<std::collections::BTreeSet<u64>>;
+
+    /// Acks every record of `window` in an order `rng` (xorshift) picks,
+    /// taking each out of `unacked` first.
+    fn ack_shuffled(
+        tracker: &Tracker<u32, u64>,
+        window: &mut Vec<(u64, Ticket)>,
+        rng: &mut u64,
+        unacked: &Unacked,
+    ) {
+        while !window.is_empty() {
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            let (acked, ticket) = window.swap_remove((*rng % window.len() as u64) as usize);
+            unacked.lock().unwrap().remove(&acked);
+            tracker.ack(ticket).unwrap();
+        }
+    }
+
+    /// Seals with `drain` in a loop until `senders` senders have added one to
+    /// `finished`.
+    fn drain_until_finished(tracker: &Tracker<u32, u64>, finished: &AtomicUsize, senders: usize) {
+        // Acquire: nothing is published through it; Relaxed would do.
+        while finished.load(Ordering::Acquire) < senders {
+            let _ = tracker.drain(Duration::ZERO);
+        }
+    }
+
+    /// Flushes and commits in a loop until `senders` senders have added one
+    /// to `finished`, then once more, and returns the last offset flushed of
+    /// each partition. Every flush must complete (a stall would surface as
+    /// a timeout after a minute), and none may return an offset of partition
+    /// `p` while an earlier one is in `unacked[p]`.
+    fn flush_checked_until_finished(
+        tracker: &Tracker<u32, u64>,
+        finished: &AtomicUsize,
+        senders: usize,
+        unacked: &[Unacked],
+    ) -> HashMap<u32, u64> {
+        let mut last = HashMap::new();
+        loop {
+            // Acquire: pairs with the senders' Release, so that the flush
+            // after the last one covers every send.
+            let done = finished.load(Ordering::Acquire) == senders;
+            let mut flush = tracker.begin_flush().unwrap();
+            let offsets = flush.wait(Duration::from_secs(60)).unwrap();
+            for (&p, &o) in &offsets {
+                let oldest = unacked[p as usize].lock().unwrap().first().copied();
+                assert!(
+                    oldest.is_none_or(|oldest| oldest > o),
+                    "partition {p}: offset {o} returned while {oldest:?} is unacked"
+                );
+            }
+            flush.commit().unwrap();
+            last.extend(offsets);
+            if done {
+                return last;
+            }
+        }
+    }
+
     /// Seals racing sends, out-of-order acks and each other (a drainer
     /// seals beside the flusher, both capturing the same shards) from
-    /// several threads: every flush completes (a stall would surface as a
-    /// timeout after a minute), no offset is returned while an earlier
-    /// record of its partition is unacked, and the final flush returns each
-    /// last offset.
+    /// several threads: every flush completes, no offset is returned while
+    /// an earlier record of its partition is unacked, and the final flush
+    /// returns each last offset.
     #[test]
     fn racing_seals_lose_nothing() {
         const SENDS: u64 = 20_000;
         const WINDOW: usize = 8;
-        let senders = 3;
+        const SENDERS: usize = 3;
         let tracker = Tracker::new();
         let finished = AtomicUsize::new(0);
-        // Offsets sent and not yet (about to be) acked, per partition. The
-        // test may lock; the tracker may not.
-        let unacked: Vec<_> = (0..senders)
-            .map(|_| std::sync::Mutex::new(std::collections::BTreeSet::new()))
-            .collect();
-        std::thread::scope(|s| {
-            for p in 0..senders {
-                let (tracker, finished, unacked) = (&tracker, &finished, &unacked);
+        let unacked: Vec<Unacked> = (0..SENDERS).map(|_| Unacked::default()).collect();
+        let last = std::thread::scope(|s| {
+            for p in 0..SENDERS as u32 {
+                let (tracker, finished, unacked) = (&tracker, &finished, &unacked[p as usize]);
                 s.spawn(move || {
                     let mut window = Vec::with_capacity(WINDOW);
                     let mut rng = 0x2545_f491_4f6c_dd1d_u64 ^ u64::from(p);
                     for offset in 0..SENDS {
-                        unacked[p as usize].lock().unwrap().insert(offset);
+                        unacked.lock().unwrap().insert(offset);
                         window.push((offset, tracker.send(p, offset).unwrap()));
-                        if window.len() == WINDOW || offset == SENDS - 1 {
-                            while !window.is_empty() {
-                                rng ^= rng << 13;
-                                rng ^= rng >> 7;
-                                rng ^= rng << 17;
-                                let i = (rng % window.len() as u64) as usize;
-                                let (acked, ticket) = window.swap_remove(i);
-                                unacked[p as usize].lock().unwrap().remove(&acked);
-                                tracker.ack(ticket).unwrap();
-                            }
+                        if window.len() == WINDOW {
+                            ack_shuffled(tracker, &mut window, &mut rng, unacked);
                         }
                     }
+                    ack_shuffled(tracker, &mut window, &mut rng, unacked);
                     // Release: the sends above happen before the committer's
                     // last flush.
                     finished.fetch_add(1, Ordering::Release);
                 });
             }
-            s.spawn(|| {
-                // Acquire: nothing is published through it; Relaxed would do.
-                while finished.load(Ordering::Acquire) < senders as usize {
-                    let _ = tracker.drain(Duration::ZERO);
-                }
-            });
-            let mut last: HashMap<u32, u64> = HashMap::new();
-            // Acquire: pairs with the senders' Release.
-            while finished.load(Ordering::Acquire) < senders as usize {
-                let mut flush = tracker.begin_flush().unwrap();
-                let offsets = flush.wait(Duration::from_secs(60)).unwrap();
-                for (&p, &o) in &offsets {
-                    let oldest = unacked[p as usize].lock().unwrap().first().copied();
-                    assert!(
-                        oldest.is_none_or(|oldest| oldest > o),
-                        "partition {p}: offset {o} returned while {oldest:?} is unacked"
-                    );
-                }
-                flush.commit().unwrap();
-                last.extend(offsets);
-            }
-            let mut flush = tracker.begin_flush().unwrap();
-            last.extend(flush.wait(Duration::ZERO).unwrap());
-            for p in 0..senders {
-                assert_eq!(last[&p], SENDS - 1, "partition {p}");
-            }
+            s.spawn(|| drain_until_finished(&tracker, &finished, SENDERS));
+            flush_checked_until_finished(&tracker, &finished, SENDERS, &unacked)
         });
+        for p in 0..SENDERS as u32 {
+            assert_eq!(last[&p], SENDS - 1, "partition {p}");
+        }
         assert_eq!(tracker.in_flight(), 0);
     }
 
     /// Two threads take turns sending the offsets of one partition (each
     /// send happens after the previous one, through a baton), so the
     /// partition's sends form one happens-before chain over two count
-    /// shards, while a committer flushes and a drainer seals beside it; the
-    /// seal's captures are spread out (see `capture_through`), so senders
-    /// often meet shards that count for different generations. A covered
-    /// send's predecessors must be covered too: every offset a flush returns
-    /// must have every earlier offset acked.
+    /// shards, while a committer flushes; the seal's captures are spread out
+    /// (see `capture`), so senders often meet shards that count for
+    /// different generations. (Only one sealer: a drainer's seals would
+    /// take the windows in which a flush can see a wrong coverage.) A covered send's
+    /// predecessors must be covered too: every offset a flush returns must
+    /// have every earlier offset acked.
     #[test]
     fn one_chain_of_sends_over_two_threads_is_covered_as_a_prefix() {
         const SENDS: u64 = 100_000;
-        let tracker = Tracker::<u32, u64>::new();
-        let turn = std::sync::atomic::AtomicU64::new(0);
+        let tracker = Tracker::new();
+        let turn = AtomicU64::new(0);
         let finished = AtomicUsize::new(0);
-        // Offsets sent and not yet (about to be) acked. The test may lock;
-        // the tracker may not.
-        let unacked = std::sync::Mutex::new(std::collections::BTreeSet::new());
-        std::thread::scope(|s| {
+        let unacked = [Unacked::default()];
+        let last = std::thread::scope(|s| {
             for me in 0..2_u64 {
-                let (tracker, turn, finished, unacked) = (&tracker, &turn, &finished, &unacked);
+                let (tracker, turn, finished, unacked) = (&tracker, &turn, &finished, &unacked[0]);
                 s.spawn(move || {
                     // Each batch acks at once or late and out of order, at
                     // random, so that a flush can often drain behind a later
@@ -1121,50 +1134,18 @@ mod tests {
                         // Release: hands the baton on, after our send.
                         turn.store(offset + 1, Ordering::Release);
                         if window.len() >= window_len {
-                            while !window.is_empty() {
-                                rng ^= rng << 13;
-                                rng ^= rng >> 7;
-                                rng ^= rng << 17;
-                                let i = (rng % window.len() as u64) as usize;
-                                let (acked, ticket) = window.swap_remove(i);
-                                unacked.lock().unwrap().remove(&acked);
-                                tracker.ack(ticket).unwrap();
-                            }
+                            ack_shuffled(tracker, &mut window, &mut rng, unacked);
                             window_len = if rng & 1 == 0 { 1 } else { 32 };
                         }
                     }
-                    for (acked, ticket) in window {
-                        unacked.lock().unwrap().remove(&acked);
-                        tracker.ack(ticket).unwrap();
-                    }
+                    ack_shuffled(tracker, &mut window, &mut rng, unacked);
                     // Release: our sends happen before the last flush.
                     finished.fetch_add(1, Ordering::Release);
                 });
             }
-            s.spawn(|| {
-                // Acquire: nothing is published through it; Relaxed would do.
-                while finished.load(Ordering::Acquire) < 2 {
-                    let _ = tracker.drain(Duration::ZERO);
-                }
-            });
-            // Acquire: pairs with the senders' Release.
-            while finished.load(Ordering::Acquire) < 2 {
-                let mut flush = tracker.begin_flush().unwrap();
-                let offsets = flush.wait(Duration::from_secs(60)).unwrap();
-                if let Some(&returned) = offsets.get(&0) {
-                    let oldest = unacked.lock().unwrap().first().copied();
-                    assert!(
-                        oldest.is_none_or(|oldest| oldest > returned),
-                        "offset {returned} returned while {oldest:?} is unacked"
-                    );
-                }
-                flush.commit().unwrap();
-            }
+            flush_checked_until_finished(&tracker, &finished, 2, &unacked)
         });
-        let mut flush = tracker.begin_flush().unwrap();
-        let last = flush.wait(Duration::ZERO).unwrap();
-        assert!(last.get(&0).is_none_or(|&o| o == SENDS - 1), "{last:?}");
-        flush.commit().unwrap();
+        assert_eq!(last[&0], SENDS - 1);
         assert_eq!(tracker.in_flight(), 0);
     }
 }
