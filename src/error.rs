@@ -149,10 +149,13 @@ pub enum FlushError {
     /// [`Tracker::interrupt`](crate::Tracker::interrupt) was called. The flush
     /// can now only be aborted (or dropped); `commit` returns `NotReady`.
     Interrupted,
-    /// Every covered record was resolved, but `failed` of them failed. No
-    /// offsets are safe to commit: restart from the last committed ones.
+    /// A covered record failed: no offsets are safe to commit; restart from
+    /// the last committed ones. Returned as soon as a covered record has
+    /// failed, while others may still be in flight: the flush can never
+    /// succeed, so nobody waits for them.
     Failed {
-        /// Covered records resolved by `fail`.
+        /// Covered records resolved by `fail`, as far as seen so far (on a
+        /// watermark tracker, those its partition's watermark has reached).
         failed: usize,
     },
     /// `commit` was called on a flush whose `wait` had not returned `Ok`. The

@@ -104,8 +104,12 @@ where
     /// - `Ok(offsets)`: every covered record was acked; for each partition
     ///   with a covered record, the offset of its latest covered record (in
     ///   send order). Safe to store; then [`commit`](Self::commit).
-    /// - [`FlushError::Failed`]: every covered record was resolved and some
-    ///   failed. No offsets: offsets never move past a failed record.
+    /// - [`FlushError::Failed`]: a covered record failed. Returned as soon
+    ///   as one has (a waiting call wakes up for it), without waiting for
+    ///   the others: no offsets, since offsets never move past a failed
+    ///   record. `failed` counts the covered failures seen so far. On a
+    ///   watermark tracker a failure is seen once its partition's watermark
+    ///   reaches it.
     /// - [`FlushError::Timeout`]: still pending at the deadline; the flush
     ///   is still usable: wait again or abort.
     /// - [`FlushError::Interrupted`]: [`Tracker::interrupt`] was called; the
@@ -183,10 +187,12 @@ where
     }
 
     /// Folds drained covered generations into the carry and returns how many
-    /// covered records are still pending.
-    pub(crate) fn advance(&mut self) -> usize {
+    /// covered records are still pending, or [`FlushError::Failed`] as soon
+    /// as a covered record failed (guarantee 15): the flush can then never
+    /// succeed, so nobody should wait for the rest.
+    pub(crate) fn advance(&mut self) -> Result<usize, FlushError> {
         if self.folded {
-            return 0;
+            return Ok(0);
         }
         let tracker = self.tracker;
         let guard = epoch::pin();
@@ -197,6 +203,9 @@ where
         let mut current = tracker.oldest.load(Ordering::Acquire, &guard);
         let mut pending = 0;
         let mut folding = true;
+        // Failures of generations not yet folded: counted before their
+        // resolution's leave, which then wakes us (see `Tracker::resolve`).
+        let mut failed = 0;
         loop {
             // SAFETY: every generation from `oldest` through `upto` is in the
             // chain (this flush is the only one that removes generations), and
@@ -218,17 +227,23 @@ where
                 unsafe { guard.defer_destroy(current) };
                 if is_upto {
                     self.folded = true;
-                    return 0;
+                    return Ok(0);
                 }
             } else {
                 folding = false;
                 pending += live;
+                failed += generation.failed();
                 if is_upto {
-                    return pending;
+                    break;
                 }
             }
             current = next;
         }
+        let failed = failed + carry.failed;
+        if failed != 0 {
+            return Err(FlushError::Failed { failed });
+        }
+        Ok(pending)
     }
 
     /// Releases the carried offsets: the records up to this flush's seal are
@@ -253,9 +268,9 @@ where
         // SAFETY: this flush holds the `flushing` flag (see `outcome`).
         let carry = self.tracker.carry.with_mut(|c| unsafe { &mut *c });
         for slot in carry.slots.iter_mut() {
-            if let Some(index) = slot.checked_sub(1) {
+            if let Some(index) = std::mem::take(slot).checked_sub(1) {
+                // No user code: the offset is dropped at the slot's reuse.
                 self.tracker.slots.release(index, HELD);
-                *slot = 0;
             }
         }
         Ok(())
@@ -295,6 +310,7 @@ fn fold<O>(carry: &mut Carry, generation: &Generation, slots: &crate::slab::Slab
         }
         let older = std::mem::replace(&mut carry.slots[partition], slot + 1);
         if let Some(older) = older.checked_sub(1) {
+            // No user code: the offset is dropped at the slot's reuse.
             slots.release(older, HELD);
         }
     });

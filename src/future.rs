@@ -41,9 +41,10 @@ use std::hash::Hash;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// Resolves when `pending()` returns 0 (`Ok`) or an interrupt arrives
-/// (`Interrupted`, consuming it). `pending` must count only records of
-/// sealed generations, whose last resolution wakes waiters.
+/// Resolves when `pending()` returns `Ok(0)` (`Ok`) or an error (that
+/// error), or an interrupt arrives (`Interrupted`, consuming it). `pending`
+/// must count only records of sealed generations, whose last resolution
+/// (or a failed one) wakes waiters.
 struct UntilDrained<'t, P, O, F> {
     tracker: &'t Tracker<P, O>,
     pending: F,
@@ -69,7 +70,7 @@ impl<'t, P, O, F> UntilDrained<'t, P, O, F> {
 
 impl<P, O, F> Future for UntilDrained<'_, P, O, F>
 where
-    F: FnMut() -> usize + Unpin,
+    F: FnMut() -> Result<usize, FlushError> + Unpin,
 {
     type Output = Result<(), FlushError>;
 
@@ -103,17 +104,19 @@ where
 
 impl<P, O, F> UntilDrained<'_, P, O, F>
 where
-    F: FnMut() -> usize,
+    F: FnMut() -> Result<usize, FlushError>,
 {
     /// Whether the wait is over, and how: an interrupt (taken here) first,
     /// then nothing pending. Unregisters when it is.
     fn look(&mut self) -> Option<Result<(), FlushError>> {
         let done = if self.tracker.take_interrupt() {
             Err(FlushError::Interrupted)
-        } else if (self.pending)() == 0 {
-            Ok(())
         } else {
-            return None;
+            match (self.pending)() {
+                Ok(0) => Ok(()),
+                Ok(_) => return None,
+                Err(e) => Err(e),
+            }
         };
         self.unregister();
         Some(done)
@@ -235,7 +238,7 @@ where
     /// ```
     pub fn drain_async(&self) -> impl Future<Output = Result<(), FlushError>> + Send + '_ {
         let upto = self.seal_open();
-        UntilDrained::new(self, move || self.pending_through(upto))
+        UntilDrained::new(self, move || Ok(self.pending_through(upto)))
     }
 
     /// How many waiting calls (threads and tasks) are registered to be

@@ -294,12 +294,30 @@ impl Shards {
 
     /// Whether every shard counts for `generation` and holds no record of
     /// it: nothing sent into it is unresolved.
+    ///
+    /// Each shard is checked with a read-modify-write (a compare-exchange
+    /// that writes back the value it expects), not a load: `drain` after
+    /// `close` skips the seal when this says idle, and a send racing it
+    /// must then see the close. Two RMWs on one word are ordered: if ours
+    /// comes first, the send's entering CAS reads our write and acquires
+    /// what this thread did before (the close), so the send backs out; if
+    /// the send's comes first, we read its count and the shard is not idle.
+    /// A plain load may read a value older than the send's entry and still
+    /// hand the send nothing (a loom model catches that, mutant `idle_load`).
     pub(crate) fn idle(&self, generation: &Generation) -> bool {
         let empty = epoch_of(generation.id) << LIVE_BITS;
-        // Acquire: a zero count sees the resolutions released into it.
-        self.words
-            .iter()
-            .all(|word| word.load(Ordering::Acquire) == empty)
+        self.words.iter().all(|word| {
+            // Mutant `idle_load` (loom suite only): the check is a plain
+            // load, so a racing send may neither be waited for nor refused.
+            #[cfg(inflight_mutant = "idle_load")]
+            return word.load(Ordering::Acquire) == empty;
+            // AcqRel: Release hands this thread's earlier writes (the close)
+            // to a send whose entering CAS comes next on this word; Acquire
+            // (also on failure) sees the resolutions released into it.
+            #[allow(unreachable_code)]
+            word.compare_exchange(empty, empty, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
     }
 
     /// Each shard's word, read once: a moment's snapshot, for counting.

@@ -52,7 +52,8 @@
 //! 2. The seal is linearizable with send; a flush returns, per partition, the
 //!    offset of the latest covered record.
 //! 3. [`Flush::wait`] returns offsets only when every covered record was
-//!    acked; a covered failure gives [`FlushError::Failed`], never offsets.
+//!    acked; a covered failure gives [`FlushError::Failed`], never offsets,
+//!    and at once (guarantee 15).
 //! 4. The last covered ack wakes a waiting flush promptly.
 //! 5. [`Tracker::interrupt`] is delivered to exactly one `wait`.
 //! 6. A forged, stale, foreign or duplicate ticket (any `u64`) is an error
@@ -64,6 +65,15 @@
 //! 10. `send`, `ack`, `fail`, `begin_flush`, `commit`, `abort` take no lock
 //!     and never wait for another thread.
 //! 11. No public call panics; no `unsafe` is reachable by misuse.
+//! 14. A panic in user code (the `Drop`, `Clone`, `Hash` or `Eq` of `P` or
+//!     `O`, or a [`Waker`](std::task::Waker)) leaves the tracker consistent
+//!     and usable: no value is used after it was dropped or dropped twice,
+//!     no record is counted without a ticket, no advance is lost. The calls
+//!     that resolve, commit and take offsets run no user `Drop`: an offset
+//!     is dropped when its slot is reused by a later `send`, before that
+//!     send takes anything (or when the tracker drops).
+//! 15. [`Flush::wait`] returns [`FlushError::Failed`] as soon as a covered
+//!     record has failed, waking a waiting call.
 //!
 //! A failed record stays covered by every later flush, which keeps
 //! returning `Failed`: restart from the last committed offsets (that is

@@ -99,6 +99,11 @@ pub(crate) const HELD: u64 = 0b100;
 pub(crate) const QUEUED: u64 = 0b1000;
 pub(crate) const MARKED: u64 = 0b1_0000;
 const HOLDS: u64 = HELD | QUEUED | MARKED;
+/// On a `FREE` slot: it still holds the offset of the record it last held,
+/// not yet dropped. Whoever next takes the slot from a free list drops it
+/// (see [`Slab::alloc`]), so no user `Drop` runs while the crate's
+/// bookkeeping is half done.
+const STALE: u64 = 0b10_0000;
 
 #[inline]
 fn status(state: u64) -> u64 {
@@ -291,8 +296,43 @@ impl<O> Slab<O> {
     /// records are acked by other threads than sent them.
     ///
     /// `home` is the caller's [`thread_index`].
+    ///
+    /// Drops the offset a freed slot kept (`STALE`) before handing it out:
+    /// that is where the offsets of resolved records are dropped, so user
+    /// code (a `Drop` that may panic) runs only here, while the caller holds
+    /// nothing else. If it panics, the slot goes back on a free list, empty.
     #[inline]
     pub(crate) fn alloc(&self, home: usize) -> Option<(usize, &Slot<O>)> {
+        let (index, slot) = self.take(home)?;
+        if std::mem::needs_drop::<O>() {
+            self.drop_stale(index, slot);
+        }
+        Some((index, slot))
+    }
+
+    /// Drops the offset a slot just taken from a free list still holds, if
+    /// it is `STALE`.
+    #[inline]
+    fn drop_stale(&self, index: usize, slot: &Slot<O>) {
+        // Relaxed: the slot is ours; the free list's pop acquired it.
+        let state = slot.state.load(Ordering::Relaxed);
+        if state & STALE == 0 {
+            return;
+        }
+        // Relaxed: private, as above. Cleared first: from here on the value
+        // is ours to drop, and nothing else will.
+        slot.state.store(state & !STALE, Ordering::Relaxed);
+        // SAFETY: `STALE` says the value is initialised and was not dropped;
+        // we own the slot, and the state no longer says `STALE`.
+        let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });
+        let unwinding = PushBack { slab: self, index };
+        drop(value); // user code
+        std::mem::forget(unwinding);
+    }
+
+    /// Takes a slot for [`alloc`](Self::alloc).
+    #[inline]
+    fn take(&self, home: usize) -> Option<(usize, &Slot<O>)> {
         if let Some(local) = self.local(home) {
             if let Some(taken) = self.pop_local(local) {
                 return Some(taken);
@@ -497,7 +537,7 @@ impl<O> Slab<O> {
     }
 
     /// Takes the value back out of a prepared, unpublished slot that is not
-    /// held, and frees the slot.
+    /// held, and frees the slot (empty: nothing left to drop).
     pub(crate) fn unprepare(&self, index: usize, slot: &Slot<O>) -> O {
         // SAFETY: prepared by this thread and never published or held, so the
         // value is initialised and private.
@@ -506,12 +546,21 @@ impl<O> Slab<O> {
         value
     }
 
+    /// Frees a prepared, unpublished slot that is not held, leaving its value
+    /// in it `STALE` for the slot's next user to drop: the back-out of a
+    /// send that is unwinding, which must run no user code.
+    pub(crate) fn abandon_prepared(&self, index: usize, slot: &Slot<O>) {
+        // Relaxed: the slot is private to this thread until the push.
+        slot.state.fetch_or(STALE, Ordering::Relaxed);
+        self.push_slot(index, slot);
+    }
+
     /// Resolves the record in `index` if it is `LIVE` with `tag`.
     ///
     /// Returns the generation the record entered, its partition, and whether
     /// the slot was freed (it was not held). A freed slot is not yet back on
     /// a free list: the caller finishes with it, then calls
-    /// [`recycle`](Self::recycle).
+    /// [`recycle_slot`](Self::recycle_slot). Its offset stays in it, `STALE`.
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -544,7 +593,8 @@ impl<O> Slab<O> {
             let generation = slot.generation.load(Ordering::Relaxed);
             let partition = slot.link.load(Ordering::Relaxed);
             let next = match (held, outcome) {
-                (false, _) => current & !STATUS, // FREE, same tag
+                // FREE, same tag; the offset stays until the slot's reuse.
+                (false, _) => (current & !STATUS) | STALE,
                 (true, Outcome::Ack) => (current & !STATUS) | ACKED,
                 (true, Outcome::Fail) => (current & !STATUS) | FAILED,
             };
@@ -569,46 +619,30 @@ impl<O> Slab<O> {
         }
     }
 
-    /// Drops the value of a slot whose state this thread set to `FREE` and
-    /// puts the slot back on a free list.
-    pub(crate) fn recycle(&self, index: usize) {
-        self.recycle_slot(index, self.slot(index));
-    }
-
-    /// [`recycle`](Self::recycle) for a slot the caller already has.
+    /// Puts a slot whose state this thread set to `FREE` (or that it took
+    /// and did not use) back on a free list. A freed record's offset stays
+    /// in it, `STALE`, until the slot's next [`alloc`](Self::alloc): no user
+    /// code runs here.
     #[inline]
     pub(crate) fn recycle_slot(&self, index: usize, slot: &Slot<O>) {
-        // SAFETY: the caller moved the state to FREE itself (resolution of an
-        // unheld slot, or release of the last hold), so it is the only owner;
-        // the value was initialised at prepare and not dropped since.
-        slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
         self.push_slot(index, slot);
     }
 
     /// Drops the hold `hold` (one of the hold bits) on `index`. If the
     /// record was already resolved and that was its last hold, the slot is
-    /// freed and recycled.
+    /// freed and recycled (its offset is dropped at its reuse, not here, so
+    /// this runs no user code).
     pub(crate) fn release(&self, index: usize, hold: u64) {
-        if self.release_keeping(index, hold) {
-            self.recycle(index);
-        }
-    }
-
-    /// [`release`](Self::release), except that a slot this frees is not
-    /// recycled: returns true if it was freed, and the caller then owns it
-    /// and must [`recycle`](Self::recycle) it (which drops the offset, user
-    /// code, so a caller inside a critical section can do that later).
-    pub(crate) fn release_keeping(&self, index: usize, hold: u64) -> bool {
         let slot = self.slot(index);
         // Acquire: pairs with the Release CAS of the resolution (or publish).
         let mut current = slot.state.load(Ordering::Acquire);
-        let mut frees;
         loop {
             debug_assert!(current & hold != 0, "release of a hold that is not there");
             let rest = current & !hold;
-            frees = matches!(status(current), ACKED | FAILED) && rest & HOLDS == 0;
+            let frees = matches!(status(current), ACKED | FAILED) && rest & HOLDS == 0;
             let next = if frees {
-                rest & !STATUS // FREE, same tag
+                // FREE, same tag; the offset stays until the slot's reuse.
+                (rest & !STATUS) | STALE
             } else {
                 rest
             };
@@ -620,29 +654,14 @@ impl<O> Slab<O> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return frees,
+                Ok(_) => {
+                    if frees {
+                        self.recycle_slot(index, slot);
+                    }
+                    return;
+                }
                 Err(seen) => current = seen,
             }
-        }
-    }
-
-    /// Threads a slot freed by [`release_keeping`](Self::release_keeping)
-    /// onto the caller's private list `list` (slot + 1, 0 for empty), through
-    /// its free-list link; nothing else reads the link of a slot that is on
-    /// no free list.
-    pub(crate) fn keep_freed(&self, index: usize, list: &mut u32) {
-        // Relaxed: the slot is private to the caller until `recycle_kept`.
-        self.slot(index).link.store(*list, Ordering::Relaxed);
-        *list = index as u32 + 1;
-    }
-
-    /// Recycles every slot on a list built by [`keep_freed`](Self::keep_freed).
-    pub(crate) fn recycle_kept(&self, mut list: u32) {
-        while let Some(index) = list.checked_sub(1) {
-            let index = index as usize;
-            // Relaxed: private, as in `keep_freed`.
-            list = self.slot(index).link.load(Ordering::Relaxed);
-            self.recycle(index);
         }
     }
 
@@ -662,6 +681,19 @@ impl<O> Slab<O> {
     pub(crate) fn status_of(&self, index: usize) -> Option<(u32, u64, bool)> {
         let state = self.get(index)?.state.load(Ordering::Acquire);
         Some((tag(state), status(state), state & HELD != 0))
+    }
+}
+
+/// Puts a slot back on a free list if a user `Drop` panics while the
+/// slot is taken (see [`Slab::alloc`]).
+struct PushBack<'a, O> {
+    slab: &'a Slab<O>,
+    index: usize,
+}
+
+impl<O> Drop for PushBack<'_, O> {
+    fn drop(&mut self) {
+        self.slab.push(self.index);
     }
 }
 
@@ -696,9 +728,11 @@ impl<O> Drop for Slab<O> {
     fn drop(&mut self) {
         self.slots.for_each(|_, slot| {
             // Relaxed: `&mut self`, so every other thread is done with us.
-            if status(slot.state.load(Ordering::Relaxed)) != FREE {
-                // SAFETY: a non-FREE slot holds an initialised value, and we
-                // are its last owner; the pages free the memory afterwards.
+            let state = slot.state.load(Ordering::Relaxed);
+            if status(state) != FREE || state & STALE != 0 {
+                // SAFETY: a slot that is not FREE, or is FREE and STALE,
+                // holds an initialised value (see `STALE`), and we are its
+                // last owner; the pages free the memory afterwards.
                 slot.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
             }
         });
@@ -722,7 +756,7 @@ mod tests {
             let slab = &slab;
             s.spawn(move || {
                 for index in rx {
-                    slab.recycle(index);
+                    slab.recycle_slot(index, slab.slot(index));
                 }
             });
             for n in 0..100_000_u64 {

@@ -27,6 +27,7 @@ mod imp {
     pub(crate) use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
     };
+    pub(crate) use std::sync::Arc;
 
     /// What a waker calls to end a park: the parked thread's handle.
     pub(crate) type Unparker = std::thread::Thread;

@@ -9,7 +9,7 @@
 use crate::flush::Carry;
 use crate::generation::{entered_at, entered_from, Entry, Generation, Shards, SHARDS};
 use crate::partition::Partitions;
-use crate::slab::{Outcome, Slab, HELD, QUEUED};
+use crate::slab::{Outcome, Slab, Slot, HELD, QUEUED};
 use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
 use crate::sync::{
     thread_index, AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell, SPINS_BEFORE_PARK,
@@ -183,6 +183,14 @@ where
     /// the first time, and the first record of a partition in a generation,
     /// allocate once).
     ///
+    /// The tracker keeps `offset` until the record is resolved and no flush
+    /// or watermark needs it any more, and then until a later `send` reuses
+    /// its slot (or the tracker drops): that send drops it, before it takes
+    /// anything. So `ack`, `fail`, `commit` and `committable` never run an
+    /// offset's `Drop`, and a `Drop` that panics surfaces here, with nothing
+    /// sent. A panic in `P`'s `Hash`, `Eq`, `Clone` or `Drop` likewise sends
+    /// nothing (guarantee 14).
+    ///
     /// ```
     /// let tracker = inflight::Tracker::new();
     /// let ticket = tracker.send(("orders", 3), 1_000_u64).unwrap();
@@ -194,19 +202,23 @@ where
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(partition, offset));
         }
-        // The partition first: user code (`Hash`, `Eq`, `Clone`) runs here,
-        // and a panic in it must not leak a permit.
+        // User code runs at three points, each before the record can be
+        // resolved: `Hash`, `Eq` and `Clone` of `P` here, while nothing is
+        // taken; the `Drop` of an old offset in `alloc`, which puts its slot
+        // back if that panics; and the `Drop` of `partition` below, where
+        // `Undo` backs the send out. Nothing after `publish` runs user code:
+        // a panic there would lose the ticket of a counted record.
         let Some(number) = self.partitions.number(&partition) else {
             return Err(SendError::Full(partition, offset));
         };
-        if !self.take_permit() {
-            return Err(SendError::Full(partition, offset));
-        }
         let home = thread_index();
         let Some((index, slot)) = self.slots.alloc(home) else {
-            self.return_permit();
             return Err(SendError::Full(partition, offset));
         };
+        if !self.take_permit() {
+            self.slots.recycle_slot(index, slot);
+            return Err(SendError::Full(partition, offset));
+        }
         // Held in advance: once the partition cell points at the slot, a
         // newer record may release the hold at any moment; and queued, on a
         // watermark tracker, until the watermark passes it.
@@ -217,9 +229,21 @@ where
         };
         // `number` < MAX_PARTITIONS < 2^32.
         let tag = self.slots.prepare(slot, offset, number as u32, holds);
+        let mut undo = Undo {
+            tracker: self,
+            index,
+            slot,
+            holds,
+            entered: None,
+        };
 
         let shard = home % SHARDS;
-        let generation = self.enter(shard);
+        let (generation, wakes) = self.enter(shard);
+        undo.entered = Some((shard, generation));
+        if wakes {
+            // A capture this send made for a sealer drained a generation.
+            self.waiter.wake(); // user code: `undo` backs out if it panics
+        }
 
         // Acquire: pairs with `close`'s Release store. Either this record's
         // entering CAS precedes the capture of its shard by a flush begun
@@ -230,18 +254,17 @@ where
         // Then this load sees the close. So a final flush covers every
         // accepted record.
         if self.closed.load(Ordering::Acquire) {
-            if self.shards.leave(shard, generation) {
-                self.waiter.wake();
-            }
-            self.slots.unhold_prepared(slot, holds);
-            let offset = self.slots.unprepare(index, slot);
-            self.return_permit();
+            let offset = undo.take_back();
             return Err(SendError::Closed(partition, offset));
         }
+        drop(partition); // user code: `undo` backs out if it panics
+        std::mem::forget(undo);
 
         self.slots
             .set_generation(slot, entered_at(generation, shard));
         if let Some(displaced) = generation.install(number, index) {
+            // Frees the displaced record's slot if it was resolved; its
+            // offset is dropped at the slot's reuse, not here.
             self.slots.release(displaced, HELD);
         }
         if let Some(watermarks) = &self.watermarks {
@@ -253,11 +276,13 @@ where
     }
 
     /// Counts a record into the open generation through `shard`, retrying
-    /// past generations sealed under us, and returns that generation. The
-    /// reference is good while the record counts in the generation: until
-    /// its resolution leaves it.
+    /// past generations sealed under us, and returns that generation, and
+    /// whether a capture made on the way drained one (the caller then wakes
+    /// waiters, once it can afford user code). The reference is good while
+    /// the record counts in the generation: until its resolution leaves it.
     #[inline]
-    fn enter(&self, shard: usize) -> &Generation {
+    fn enter(&self, shard: usize) -> (&Generation, bool) {
+        let mut wakes = false;
         loop {
             // Acquire: pairs with the sealers' Release `fetch_max`, so the
             // generation is in `open` (or older than it) and everything a
@@ -268,13 +293,13 @@ where
             #[cfg(all(test, not(loom)))]
             std::thread::yield_now();
             match self.shards.enter(shard, id) {
-                Entry::Entered => return self.numbered(id),
+                Entry::Entered => return (self.numbered(id), wakes),
                 // Sealed under us: the sealer moved `open_id` on before
                 // capturing the shard, so the next load sees a newer one.
                 Entry::Moved => {}
                 // A sealer moved `open` to this generation and has not yet
                 // captured our shard for the one before: do it for them.
-                Entry::Lagging => self.catch_up(shard, id - 1),
+                Entry::Lagging => wakes |= self.catch_up(shard, id - 1),
             }
         }
     }
@@ -305,19 +330,23 @@ where
     /// Captures every count shard for every generation numbered up to
     /// `upto`, oldest first, so that all of them are sealed: none admits a
     /// record any more, and the last resolution of each wakes waiters.
-    /// Idempotent; concurrent callers share the work.
-    pub(crate) fn capture_through(&self, upto: u64, guard: &Guard) {
-        self.capture(0..SHARDS, upto, guard);
+    /// Idempotent; concurrent callers share the work. Returns true if a
+    /// capture drained a generation: the caller must wake waiters (user
+    /// code, so once its own bookkeeping is done).
+    #[must_use]
+    pub(crate) fn capture_through(&self, upto: u64, guard: &Guard) -> bool {
+        self.capture(0..SHARDS, upto, guard)
     }
 
     /// [`capture_through`](Self::capture_through) for one shard: what a
     /// sender does when its shard lags behind `open_id`.
     #[cold]
-    fn catch_up(&self, shard: usize, upto: u64) {
-        self.capture(shard..shard + 1, upto, &epoch::pin());
+    #[must_use]
+    fn catch_up(&self, shard: usize, upto: u64) -> bool {
+        self.capture(shard..shard + 1, upto, &epoch::pin())
     }
 
-    fn capture(&self, shards: std::ops::Range<usize>, upto: u64, guard: &Guard) {
+    fn capture(&self, shards: std::ops::Range<usize>, upto: u64, guard: &Guard) -> bool {
         let mut wake = false;
         self.walk(guard, Some(upto), |generation| {
             for shard in shards.clone() {
@@ -330,9 +359,7 @@ where
                 }
             }
         });
-        if wake {
-            self.waiter.wake();
-        }
+        wake
     }
 
     /// Moves `open_id` up to `id` (never down: a slow sealer may come after a
@@ -463,7 +490,9 @@ where
                     // cannot have been folded.
                     let generation = unsafe { &*generation };
                     generation.add_failed(failed);
-                    self.shards.leave_many(shard, generation, n)
+                    // A failure wakes waiters too: a flush that covers it
+                    // fails at once (guarantee 15).
+                    self.shards.leave_many(shard, generation, n) || failed != 0
                 },
                 || self.waiter.wake(),
             );
@@ -480,12 +509,16 @@ where
             generation.add_failed(1);
         }
         self.return_permit();
-        if self.shards.leave(shard, generation) {
-            self.waiter.wake();
-        }
+        let drained = self.shards.leave(shard, generation);
         // The generation may be gone from here on; the slot is still ours.
+        // Its offset stays in it until its reuse: no user code here.
         if freed {
             self.slots.recycle_slot(ticket.index, resolved.slot);
+        }
+        // A failure wakes waiters too: a flush that covers it fails at once
+        // (guarantee 15). Wakers are user code: last.
+        if drained || outcome == Outcome::Fail {
+            self.waiter.wake();
         }
         Ok(())
     }
@@ -530,8 +563,14 @@ where
         // SAFETY: `upto` is in the chain (only the flush, which we are,
         // removes generations) and the guard keeps it alive.
         let upto = unsafe { upto.deref() }.id;
-        self.capture_through(upto, &guard);
-        Ok(Flush::new(self, upto))
+        let wakes = self.capture_through(upto, &guard);
+        // The flush before any user code: if a waker panics, dropping it
+        // gives up the `flushing` flag.
+        let flush = Flush::new(self, upto);
+        if wakes {
+            self.waiter.wake();
+        }
+        Ok(flush)
     }
 
     /// Waits, at most `timeout`, until every record sent before this call is
@@ -573,7 +612,7 @@ where
     /// ```
     pub fn drain(&self, timeout: Duration) -> Result<(), FlushError> {
         let upto = self.seal_open();
-        self.block_until_drained(timeout, || self.pending_through(upto))
+        self.block_until_drained(timeout, || Ok(self.pending_through(upto)))
     }
 
     /// Seals the open generation (or helps whoever is sealing it) and
@@ -599,7 +638,9 @@ where
         // A lost race leaves the captures to the winner, who may be slow;
         // capture every generation up to ours ourselves (idempotent), as
         // `begin_flush` does, so each one's last resolution wakes us.
-        self.capture_through(upto, &guard);
+        if self.capture_through(upto, &guard) {
+            self.waiter.wake(); // user code, last
+        }
         upto
     }
 
@@ -703,6 +744,24 @@ where
         self.capacity
     }
 
+    /// How many distinct partitions the tracker has seen. A tracker holds at
+    /// most 16,777,152; a send of a partition beyond that returns
+    /// [`SendError::Full`].
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let a = tracker.send("a", 1_u8).unwrap();
+    /// let b = tracker.send("b", 1_u8).unwrap();
+    /// let c = tracker.send("a", 2_u8).unwrap();
+    /// assert_eq!(tracker.partitions(), 2);
+    /// # for t in [a, b, c] { tracker.ack(t).unwrap(); }
+    /// ```
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+}
+
+impl<P, O> Tracker<P, O> {
     fn take_permit(&self) -> bool {
         let Some(capacity) = self.capacity else {
             return true;
@@ -733,24 +792,6 @@ where
         }
     }
 
-    /// How many distinct partitions the tracker has seen. A tracker holds at
-    /// most 16,777,152; a send of a partition beyond that returns
-    /// [`SendError::Full`].
-    ///
-    /// ```
-    /// let tracker = inflight::Tracker::new();
-    /// let a = tracker.send("a", 1_u8).unwrap();
-    /// let b = tracker.send("b", 1_u8).unwrap();
-    /// let c = tracker.send("a", 2_u8).unwrap();
-    /// assert_eq!(tracker.partitions(), 2);
-    /// # for t in [a, b, c] { tracker.ack(t).unwrap(); }
-    /// ```
-    pub fn partitions(&self) -> usize {
-        self.partitions.len()
-    }
-}
-
-impl<P, O> Tracker<P, O> {
     /// Calls `f` on each generation from `oldest` on, through the one
     /// numbered `upto` if given, else through the open one. Generations
     /// numbered up to `upto` that already left the chain are skipped: they
@@ -770,15 +811,16 @@ impl<P, O> Tracker<P, O> {
         }
     }
 
-    /// Blocks until `pending()` returns 0 (`Ok`), an interrupt arrives
-    /// (`Interrupted`, consuming it) or `timeout` passes (`Timeout`). Spins
-    /// briefly, then parks; the resolution that takes a sealed generation's
-    /// `live` to zero, or `interrupt`, wakes it. `pending` must count only
+    /// Blocks until `pending()` returns `Ok(0)` (`Ok`) or an error (that
+    /// error), an interrupt arrives (`Interrupted`, consuming it) or
+    /// `timeout` passes (`Timeout`). Spins briefly, then parks; the
+    /// resolution that takes a sealed generation's `live` to zero, a failed
+    /// resolution, or `interrupt` wakes it. `pending` must count only
     /// records of sealed generations, whose last resolution wakes waiters.
     pub(crate) fn block_until_drained(
         &self,
         timeout: Duration,
-        mut pending: impl FnMut() -> usize,
+        mut pending: impl FnMut() -> Result<usize, FlushError>,
     ) -> Result<(), FlushError> {
         let deadline = Instant::now().checked_add(timeout);
         let mut spins = 0_u32;
@@ -787,10 +829,11 @@ impl<P, O> Tracker<P, O> {
             if self.take_interrupt() {
                 break Err(FlushError::Interrupted);
             }
-            let pending = pending();
-            if pending == 0 {
-                break Ok(());
-            }
+            let pending = match pending() {
+                Ok(0) => break Ok(()),
+                Ok(pending) => pending,
+                Err(e) => break Err(e),
+            };
             let remaining = match deadline {
                 Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
                     Some(remaining) if !remaining.is_zero() => remaining,
@@ -831,6 +874,58 @@ impl<P, O> Tracker<P, O> {
     pub(crate) fn end_flush(&self) {
         // Release: hands the carry to the next `begin_flush` (Acquire).
         self.flushing.store(false, Ordering::Release);
+    }
+}
+
+/// Backs a send out if it ends before publishing its record: the
+/// `Closed` re-check, or a panic in user code (a waker, the `Drop` of the
+/// partition key). It returns the permit and the slot and, once the record
+/// has entered a generation, counts it out again: no record is counted
+/// without a ticket. `send` forgets it once nothing can stop the record.
+struct Undo<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    index: usize,
+    slot: &'t Slot<O>,
+    /// The hold bits the slot took at `prepare`.
+    holds: u64,
+    /// The count shard and generation the record entered, once it has.
+    entered: Option<(usize, &'t Generation)>,
+}
+
+impl<P, O> Undo<'_, P, O> {
+    /// Everything but the slot itself; runs no user code. Returns true if
+    /// the record's leave drained its generation: waiters must be woken.
+    fn back_out(&mut self) -> bool {
+        let drained = self
+            .entered
+            .take()
+            .is_some_and(|(shard, generation)| self.tracker.shards.leave(shard, generation));
+        self.tracker.slots.unhold_prepared(self.slot, self.holds);
+        self.tracker.return_permit();
+        drained
+    }
+
+    /// Backs out and hands the offset back, for `SendError::Closed`.
+    fn take_back(self) -> O {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        let drained = this.back_out();
+        let offset = this.tracker.slots.unprepare(this.index, this.slot);
+        if drained {
+            this.tracker.waiter.wake(); // user code, last
+        }
+        offset
+    }
+}
+
+impl<P, O> Drop for Undo<'_, P, O> {
+    /// Only while unwinding: the offset stays in the slot for its next user
+    /// to drop, and a waker's panic is swallowed (one panic is on its way).
+    fn drop(&mut self) {
+        let drained = self.back_out();
+        self.tracker.slots.abandon_prepared(self.index, self.slot);
+        if drained {
+            self.tracker.waiter.wake_quietly();
+        }
     }
 }
 

@@ -33,16 +33,38 @@
 //! (a spurious wake-up, harmless); one whose fence follows ours sees the new
 //! waker; one whose fence precedes ours made its write visible to our
 //! re-check.
+//!
+//! # User code
+//!
+//! A [`Waker`] is the executor's code: cloning, waking and dropping it may
+//! panic. So the list holds each waker behind an `Arc`, cloned once when it
+//! is registered (before the list changes): copying the list, or dropping
+//! a copy of it, runs no waker code, except the drop of the last `Arc`.
+//! That may come in the epoch collector, inside any thread's `pin`, so
+//! lists are freed under [`quietly`], which swallows such a panic rather than
+//! let it surface in an unrelated call. [`Waiter::wake`] wakes every entry
+//! even if one waker panics, then passes the first panic on to its caller,
+//! which calls it last, after its own bookkeeping.
 
-use crate::sync::epoch::{self, Atomic, Owned, Shared};
-use crate::sync::{fence, parker, AtomicU64, Ordering, Parker, Unparker};
+use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
+use crate::sync::{fence, parker, Arc, AtomicU64, Ordering, Parker, Unparker};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 /// What a registration wakes: a parked thread or a task.
 #[derive(Clone)]
 enum Handle {
     Thread(Unparker),
-    Task(Waker),
+    /// Behind an `Arc`, so that copying the list runs no waker code.
+    Task(Arc<Waker>),
+}
+
+/// Runs `f`, swallowing a panic: for user code that runs where no caller
+/// could be told (the epoch collector, a guard backing out a send that is
+/// already unwinding). The panic hook has reported it already.
+pub(crate) fn quietly(f: impl FnOnce()) {
+    let _ = catch_unwind(AssertUnwindSafe(f));
 }
 
 /// One registration: an id (to remove it by) and the handle to wake.
@@ -113,32 +135,34 @@ impl Waiter {
     /// Adds a task, woken through `waker`, to those to wake. Re-check the
     /// condition after this and before returning `Pending`.
     pub(crate) fn register_waker(&self, waker: &Waker) -> WakerRegistration {
+        // The clones (user code) before anything changes.
+        let (shared, kept) = (Arc::new(waker.clone()), waker.clone());
         // Relaxed: ids only need to be distinct.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.update(|list| list.push((id, Handle::Task(waker.clone()))));
+        self.update(|list| list.push((id, Handle::Task(shared.clone()))));
         // SeqCst fence: the waiter's half of the Dekker pair (module docs);
         // orders the registration above before the caller's re-check.
         fence(Ordering::SeqCst);
-        WakerRegistration {
-            id,
-            waker: waker.clone(),
-        }
+        WakerRegistration { id, waker: kept }
     }
 
     /// Makes `registration`'s entry wake through `waker` from now on. Re-check
     /// the condition after this and before returning `Pending`.
     pub(crate) fn replace_waker(&self, registration: &mut WakerRegistration, waker: &Waker) {
+        // The clones (user code) before anything changes.
+        let (shared, kept) = (Arc::new(waker.clone()), waker.clone());
         self.update(|list| {
             for (id, handle) in list.iter_mut() {
                 if *id == registration.id {
-                    *handle = Handle::Task(waker.clone());
+                    *handle = Handle::Task(shared.clone());
                 }
             }
         });
         // SeqCst fence: as in `register_waker`; orders the new waker's
         // publication before the caller's re-check.
         fence(Ordering::SeqCst);
-        registration.waker = waker.clone();
+        // The old waker's drop (user code) after the list changed.
+        registration.waker = kept;
     }
 
     /// Stops waking `registration`'s task.
@@ -188,8 +212,8 @@ impl Waiter {
                 Ok(_) => {
                     if !current.is_null() {
                         // SAFETY: unlinked by the CAS; wakers that loaded it
-                        // hold guards, and it is destroyed after they unpin.
-                        unsafe { guard.defer_destroy(current) };
+                        // hold guards, and it is freed after they unpin.
+                        unsafe { retire(current, &guard) };
                     }
                     return;
                 }
@@ -204,14 +228,29 @@ impl Waiter {
         }
     }
 
-    /// Wakes every registered thread and task.
+    /// Wakes every registered thread and task. Wakers are user code: if
+    /// one panics, the others are still woken, and then the first panic
+    /// goes on to the caller, which must have finished its bookkeeping.
     pub(crate) fn wake(&self) {
+        if let Err(panic) = self.wake_all() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// [`wake`](Self::wake), swallowing a waker's panic: for a caller that
+    /// is already unwinding.
+    pub(crate) fn wake_quietly(&self) {
+        let _ = self.wake_all();
+    }
+
+    fn wake_all(&self) -> Result<(), Box<dyn Any + Send>> {
         // SeqCst fence: the waker's half of the Dekker pair (module docs);
         // orders the caller's count update (or interrupt) before the load.
         fence(Ordering::SeqCst);
         let guard = epoch::pin();
         // Acquire: pairs with the Release CAS in `update`.
         let list = self.list.load(Ordering::Acquire, &guard);
+        let mut result = Ok(());
         // SAFETY: a non-null list is valid until it is unlinked and the guard
         // we hold is released.
         if let Some(list) = unsafe { list.as_ref() } {
@@ -221,11 +260,35 @@ impl Waiter {
                     // The executor's code, run under our guard: it only
                     // delays the list's reclamation, and a waker that calls
                     // back into the tracker pins again (pins nest).
-                    Handle::Task(waker) => waker.wake_by_ref(),
+                    Handle::Task(waker) => {
+                        let woken = catch_unwind(AssertUnwindSafe(|| waker.wake_by_ref()));
+                        if let (Err(panic), Ok(())) = (woken, &result) {
+                            result = Err(panic);
+                        }
+                    }
                 }
             }
         }
+        result
     }
+}
+
+/// Hands an unlinked list to the epoch collector, to be freed once every
+/// guard that may still read it is released. Dropping it may drop the last
+/// `Arc` of a waker (user code) inside some other thread's `pin`, so it is
+/// dropped [`quietly`].
+///
+/// # Safety
+///
+/// SAFETY: `list` was unlinked from `Waiter::list` under `guard`, and is
+/// retired once.
+unsafe fn retire(list: Shared<'_, Vec<Entry>>, guard: &Guard) {
+    // SAFETY: by the contract above, nobody reaches the list once the
+    // guards alive now are released, which is when the closure runs.
+    let owned = unsafe { list.into_owned() };
+    // SAFETY: the closure owns the list and touches nothing else; it does
+    // not outlive anything it borrows (it borrows nothing).
+    unsafe { guard.defer_unchecked(move || quietly(move || drop(owned))) };
 }
 
 impl Drop for Waiter {

@@ -173,9 +173,10 @@ impl Watermarks {
     /// `Slab::set_generation`), and returns true if waiters must be woken;
     /// `wake()` wakes them.
     ///
-    /// No user code runs while this thread owns `work`: offsets of slots it
-    /// frees are dropped, and waiters woken, only after it has handed `work`
-    /// back, so a panicking `Drop` or waker cannot leave the partition stuck.
+    /// No user code runs while this thread owns `work`: the slots it frees
+    /// keep their offsets until they are reused (see `Slab::alloc`), and
+    /// waiters are woken only after it has handed `work` back, so a
+    /// panicking `Drop` or waker cannot leave the partition stuck.
     // Not inlined: keeps the resolve path of trackers without watermarks
     // small.
     #[inline(never)]
@@ -197,12 +198,9 @@ impl Watermarks {
             return; // the advancer will see our add and go round again
         }
         seen = 1;
-        let mut after = After {
-            freed: 0,
-            wake: false,
-        };
+        let mut wakes = false;
         loop {
-            advance_once(queue, slots, &leave, &mut after);
+            advance_once(queue, slots, &leave, &mut wakes);
             // AcqRel: Release hands `head` to the next advancer; Acquire (on
             // failure) sees the resolutions of the adds that beat us.
             match queue
@@ -213,43 +211,62 @@ impl Watermarks {
                 Err(now) => seen = now,
             }
         }
-        if after.wake {
-            wake();
+        if wakes {
+            wake(); // user code (wakers), last
         }
-        slots.recycle_kept(after.freed);
     }
 
     /// Takes the untaken mark of every partition: `f(partition, offset)`
-    /// for each, then drops the mark's hold. Also returns, through
-    /// `records`, how many acked records the taken advances cover.
+    /// for each, then drops the marks' holds, and returns how many acked
+    /// records the taken advances cover.
+    ///
+    /// `f` is user code (`Clone`, `Hash`, `Eq`) and may panic. So marks are
+    /// taken first, all of them, then `f` runs, and only when every `f` has
+    /// returned are the holds dropped and the counts reported; if one
+    /// panics, every taken mark is put back (see [`Taken`]): the caller's
+    /// result is lost with the panic, so the advances must stay for the
+    /// next call.
     pub(crate) fn take<O>(
         &self,
         numbered: usize,
         slots: &Slab<O>,
         mut f: impl FnMut(usize, &O),
     ) -> u64 {
-        let mut records = 0;
+        let mut taken = Taken {
+            watermarks: self,
+            slots,
+            marks: Vec::new(),
+        };
         self.for_each(numbered, |partition, queue| {
             // Relaxed: a cheap look; the swap below decides.
             if queue.mark.load(Ordering::Relaxed) == 0 {
                 return;
             }
             // AcqRel: Acquire takes the mark (and its slot's offset) from the
-            // advancer's Release swap; Release is for symmetry with it.
+            // advancer's Release swap (or a put-back's Release CAS); Release
+            // is for symmetry with them.
             let mark = queue.mark.swap(0, Ordering::AcqRel);
             if mark != 0 {
-                // Drops our hold even if `f` (a user `Clone`) panics.
-                let hold = MarkHold(slots, index_of(mark));
-                let covered = slots.slot_of(hold.1).covered();
+                taken.marks.push((partition, mark));
+            }
+        });
+        for &(partition, mark) in &taken.marks {
+            // SAFETY: we own the MARKED hold we swapped out, so the slot keeps
+            // its (acked) value until we release it or put the mark back.
+            f(partition, unsafe { slots.slot_of(index_of(mark)).value() });
+        }
+        let mut records = 0;
+        for (partition, mark) in std::mem::take(&mut taken.marks) {
+            let index = index_of(mark);
+            let covered = slots.slot_of(index).covered();
+            if let Some(queue) = self.queues.get(partition) {
                 // Relaxed: a statistic. `fetch_max` hands each count to one
                 // caller even when two take marks at once.
                 let before = queue.reported.fetch_max(covered, Ordering::Relaxed);
                 records += covered.saturating_sub(before);
-                // SAFETY: we own the MARKED hold we swapped out, so the slot
-                // keeps its (acked) value until `hold` releases it.
-                f(partition, unsafe { slots.slot_of(hold.1).value() });
             }
-        });
+            slots.release(index, MARKED); // no user code: see `Slab::alloc`
+        }
         records
     }
 
@@ -283,21 +300,34 @@ impl Watermarks {
     }
 }
 
-/// A `MARKED` hold taken by `committable`, dropped on scope exit.
-struct MarkHold<'a, O>(&'a Slab<O>, usize);
-
-impl<O> Drop for MarkHold<'_, O> {
-    fn drop(&mut self) {
-        self.0.release(self.1, MARKED);
-    }
+/// Marks taken by [`Watermarks::take`] whose holds it has not yet dropped.
+/// If user code panics before it does, dropping this puts each one back
+/// as its partition's untaken mark, unless the advance published a newer
+/// one meanwhile, which covers it; then its hold is dropped. Either way
+/// no advance is lost, and no user code runs here.
+struct Taken<'a, O> {
+    watermarks: &'a Watermarks,
+    slots: &'a Slab<O>,
+    /// (partition number, mark), each holding `MARKED`.
+    marks: Vec<(usize, u32)>,
 }
 
-/// What an advance leaves for after it hands `work` back.
-struct After {
-    /// Slots it freed, threaded through their links (see `Slab::keep_freed`).
-    freed: u32,
-    /// A generation drained: wake the waiters.
-    wake: bool,
+impl<O> Drop for Taken<'_, O> {
+    fn drop(&mut self) {
+        for &(partition, mark) in &self.marks {
+            let restored = self.watermarks.queues.get(partition).is_some_and(|queue| {
+                // AcqRel: Release hands the marked slot (and our hold) back
+                // to the next taker or advancer; Acquire is for symmetry.
+                queue
+                    .mark
+                    .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            });
+            if !restored {
+                self.slots.release(index_of(mark), MARKED);
+            }
+        }
+    }
 }
 
 /// One pass of the advance: moves `head` over every resolved record at the
@@ -306,7 +336,7 @@ fn advance_once<O>(
     queue: &Queue,
     slots: &Slab<O>,
     leave: &impl Fn(*const (), u64, u64) -> bool,
-    after: &mut After,
+    wakes: &mut bool,
 ) {
     // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
     // on `work` order one holder's accesses before the next one's.
@@ -353,10 +383,10 @@ fn advance_once<O>(
         if let Some((current, count, failed)) = group {
             if current != generation {
                 if candidate != 0 {
-                    publish(queue, slots, candidate, &mut marked, after);
+                    publish(queue, slots, candidate, &mut marked);
                     candidate = 0;
                 }
-                after.wake |= leave(current, count, failed);
+                *wakes |= leave(current, count, failed);
                 group = None;
             }
         }
@@ -372,12 +402,12 @@ fn advance_once<O>(
             if candidate != 0 {
                 // `head` is the last good watermark: publish it before the
                 // step below drops its queue hold.
-                publish(queue, slots, candidate, &mut marked, after);
+                publish(queue, slots, candidate, &mut marked);
                 candidate = 0;
             }
         }
-        if head != 0 && slots.release_keeping(index_of(head), QUEUED) {
-            slots.keep_freed(index_of(head), &mut after.freed);
+        if head != 0 {
+            slots.release(index_of(head), QUEUED);
         }
         head = next;
         passed += 1;
@@ -387,7 +417,7 @@ fn advance_once<O>(
         }
     }
     if candidate != 0 {
-        publish(queue, slots, candidate, &mut marked, after);
+        publish(queue, slots, candidate, &mut marked);
     }
     debug_assert_eq!(marked, 0, "every marked record is covered by a mark");
     if passed != 0 {
@@ -398,7 +428,7 @@ fn advance_once<O>(
     // SAFETY: as above.
     queue.head.with_mut(|h| unsafe { *h = head });
     if let Some((generation, count, failed)) = group {
-        after.wake |= leave(generation, count, failed);
+        *wakes |= leave(generation, count, failed);
     }
 }
 
@@ -406,7 +436,7 @@ fn advance_once<O>(
 /// partition's mark, dropping the hold on the mark it replaces. The mark
 /// carries the partition's count of acked records passed so far, `marked`
 /// of them new since the last mark.
-fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64, after: &mut After) {
+fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) {
     // SAFETY: only the holder of `work`, the caller, touches `marked`.
     let total = queue.marked.with_mut(|m| unsafe {
         *m += std::mem::take(marked);
@@ -416,8 +446,8 @@ fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64, 
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
     let replaced = queue.mark.swap(candidate, Ordering::AcqRel);
-    if replaced != 0 && slots.release_keeping(index_of(replaced), MARKED) {
-        slots.keep_freed(index_of(replaced), &mut after.freed);
+    if replaced != 0 {
+        slots.release(index_of(replaced), MARKED);
     }
 }
 

@@ -20,10 +20,12 @@
 //! `records[committed..seal]` (so it includes the records of aborted
 //! flushes). Its `pending` is the number of live records there; `wait`
 //! returns, in this order: `Interrupted` if the flush was interrupted before
-//! or an interrupt is pending (consuming it); `Timeout { pending }`;
-//! `Failed { failed }` with the number of failed covered records (no commit
-//! ever moves past a failure, so failures are never cleared); otherwise the
-//! latest covered offset of each partition, and the flush becomes ready.
+//! or an interrupt is pending (consuming it); `Failed { failed }` with the
+//! number of failed covered records no longer in flight (see below), as
+//! soon as there is one, even while others are pending (no commit ever
+//! moves past a failure, so failures are never cleared); `Timeout {
+//! pending }`; otherwise the latest covered offset of each partition, and
+//! the flush becomes ready.
 //! `commit` of a flush that is not ready is `NotReady`. `send` returns
 //! `Closed` after `close`, else `Full` at capacity.
 //!
@@ -445,10 +447,12 @@ impl Model {
 
     fn wait(&mut self) -> Result<Offsets, FlushError> {
         let pending = self.pending();
+        // On a watermark tracker a failure counts once the watermark has
+        // passed it (until then the record is in flight).
         let failed = self
             .covered()
             .iter()
-            .filter(|r| r.state == State::Failed)
+            .filter(|r| r.state == State::Failed && !self.in_flight_record(r))
             .count();
         let mut offsets = Offsets::new();
         for record in self.covered() {
@@ -462,11 +466,11 @@ impl Model {
             flush.phase = Phase::Interrupted;
             return Err(FlushError::Interrupted);
         }
-        if pending > 0 {
-            return Err(FlushError::Timeout { pending });
-        }
         if failed > 0 {
             return Err(FlushError::Failed { failed });
+        }
+        if pending > 0 {
+            return Err(FlushError::Timeout { pending });
         }
         flush.phase = Phase::Ready;
         Ok(offsets)

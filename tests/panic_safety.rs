@@ -1,0 +1,723 @@
+//! Guarantee 14: a panic in user code leaves the tracker consistent and
+//! usable. For each place where the crate runs user code (the `Hash`, `Eq`,
+//! `Clone` and `Drop` of `P` and `O`, and wakers), a type that panics there
+//! on a chosen value, and checks that after the panic:
+//!
+//! - no offset of a dropped value is ever returned (offsets carry a canary
+//!   that their `Drop` poisons, and `Clone` checks it);
+//! - nothing is wedged: `in_flight`, flushes, `drain` and a bounded
+//!   tracker's capacity still work;
+//! - no advance is lost: the next call returns what the panicked call took;
+//! - nothing is dropped twice or leaked: every value made is dropped exactly
+//!   once by the time the tracker is (counted per test thread).
+//!
+//! Also guarantee 15 (a covered failure fails a waiting flush at once), and
+//! the rule behind these fixes: the calls that resolve, commit and take
+//! run no user `Drop` at all (offsets are dropped when their slot is next
+//! used, by a `send`, before it takes anything).
+
+use inflight::{FlushError, SendError, Ticket, Tracker};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::time::Duration;
+
+/// Long enough that reaching it means a wake-up was lost.
+const FOREVER: Duration = Duration::from_secs(3600);
+
+/// What a planned panic hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Drop,
+    Clone,
+    Hash,
+    Eq,
+}
+
+thread_local! {
+    /// The next `(act, id)` that panics, once.
+    static ARMED: Cell<Option<(Act, u64)>> = const { Cell::new(None) };
+    /// Offsets and keys alive (made or cloned, not yet dropped).
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+    /// Calls of the instrumented methods, to prove where none run.
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+    /// Every planned panic that fired.
+    static FIRED: RefCell<Vec<(Act, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+const PLANNED: &str = "planned panic";
+
+/// Keeps the default panic hook's report for every panic but ours.
+fn quiet_planned_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let planned = info
+                .payload()
+                .downcast_ref::<String>()
+                .is_some_and(|m| m.starts_with(PLANNED));
+            if !planned {
+                default(info);
+            }
+        }));
+    });
+}
+
+fn arm(act: Act, id: u64) {
+    quiet_planned_panics();
+    ARMED.with(|a| a.set(Some((act, id))));
+}
+
+/// Counts a call of `act` on `id` and panics if it was armed.
+fn hit(act: Act, id: u64) {
+    CALLS.with(|c| c.set(c.get() + 1));
+    if ARMED.with(|a| a.get()) == Some((act, id)) {
+        ARMED.with(|a| a.set(None));
+        FIRED.with(|f| f.borrow_mut().push((act, id)));
+        panic!("{PLANNED}: {act:?} of {id}");
+    }
+}
+
+fn live() -> i64 {
+    LIVE.with(Cell::get)
+}
+
+fn calls() -> u64 {
+    CALLS.with(Cell::get)
+}
+
+fn fired() -> Vec<(Act, u64)> {
+    FIRED.with(|f| std::mem::take(&mut *f.borrow_mut()))
+}
+
+/// Runs `f`, which must panic with the armed panic.
+fn expect_planned_panic<R>(what: &str, f: impl FnOnce() -> R) {
+    let armed = ARMED.with(Cell::get).expect("armed");
+    assert!(
+        catch_unwind(AssertUnwindSafe(f)).is_err(),
+        "{what}: expected the planned {armed:?} panic"
+    );
+    assert_eq!(fired(), vec![armed], "{what}: the planned panic fired");
+}
+
+/// Runs `f`, in which no instrumented method may run (no user code of `P`
+/// or `O`).
+fn no_user_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    let before = calls();
+    let result = f();
+    assert_eq!(calls(), before, "{what} ran user code");
+    result
+}
+
+const CANARY: u64 = 0x5afe_c0de;
+const POISON: u64 = 0xdead_dead;
+
+/// An offset whose `Clone` and `Drop` may panic (the `Drop` of the value
+/// given to `send` only, not of the clones the tracker hands out). Its
+/// canary lives on the heap, so a clone of a dropped value reads freed
+/// memory (AddressSanitizer reports it) or the poison (the assertion does).
+#[derive(Debug)]
+struct Off {
+    id: u64,
+    canary: Box<u64>,
+    original: bool,
+}
+
+impl Off {
+    fn new(id: u64) -> Self {
+        LIVE.with(|l| l.set(l.get() + 1));
+        Self {
+            id,
+            canary: Box::new(CANARY),
+            original: true,
+        }
+    }
+}
+
+impl Clone for Off {
+    fn clone(&self) -> Self {
+        assert_eq!(*self.canary, CANARY, "clone of dropped offset {}", self.id);
+        hit(Act::Clone, self.id);
+        let mut clone = Self::new(self.id);
+        clone.original = false;
+        clone
+    }
+}
+
+impl Drop for Off {
+    fn drop(&mut self) {
+        assert_eq!(*self.canary, CANARY, "offset {} dropped twice", self.id);
+        *self.canary = POISON;
+        LIVE.with(|l| l.set(l.get() - 1));
+        if self.original {
+            hit(Act::Drop, self.id);
+        }
+    }
+}
+
+/// A partition key whose `Hash`, `Eq`, `Clone` and `Drop` may panic (the
+/// `Drop` of a key given to `send` only, as for [`Off`]).
+#[derive(Debug)]
+struct Key {
+    id: u64,
+    original: bool,
+}
+
+impl Key {
+    fn new(id: u64) -> Self {
+        LIVE.with(|l| l.set(l.get() + 1));
+        Self { id, original: true }
+    }
+}
+
+impl Clone for Key {
+    fn clone(&self) -> Self {
+        hit(Act::Clone, self.id);
+        let mut clone = Self::new(self.id);
+        clone.original = false;
+        clone
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        LIVE.with(|l| l.set(l.get() - 1));
+        if self.original {
+            hit(Act::Drop, self.id);
+        }
+    }
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hit(Act::Hash, self.id);
+        self.id.hash(state);
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        hit(Act::Eq, self.id);
+        self.id == other.id
+    }
+}
+
+impl Eq for Key {}
+
+/// Key ids from 1000 on, offset ids below: one id names one value.
+const K: u64 = 1000;
+
+type T = Tracker<Key, Off>;
+
+fn send(tracker: &T, key: u64, offset: u64) -> Ticket {
+    tracker.send(Key::new(K + key), Off::new(offset)).unwrap()
+}
+
+/// The offsets of a map, by key id.
+fn ids(offsets: &HashMap<Key, Off>) -> Vec<(u64, u64)> {
+    let mut ids: Vec<_> = offsets.iter().map(|(k, o)| (k.id - K, o.id)).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// One barrier flush that must succeed: its offsets by key id.
+fn flush(tracker: &T) -> Vec<(u64, u64)> {
+    let mut flush = tracker.begin_flush().unwrap();
+    let offsets = flush.wait(FOREVER).unwrap();
+    flush.commit().unwrap();
+    ids(&offsets)
+}
+
+/// The tracker still works: a new record is counted, flushed and drained,
+/// and nothing else is in flight (the caller has resolved everything).
+fn assert_usable(tracker: &T, fresh_offset: u64) {
+    assert_eq!(tracker.in_flight(), 0, "nothing left in flight");
+    tracker.drain(Duration::ZERO).unwrap();
+    let ticket = send(tracker, 999, fresh_offset);
+    assert_eq!(tracker.in_flight(), 1);
+    tracker.ack(ticket).unwrap();
+    assert!(flush(tracker).contains(&(999, fresh_offset)));
+    tracker.drain(Duration::ZERO).unwrap();
+}
+
+/// Drops the tracker and checks that every value made was dropped once.
+fn assert_all_dropped(tracker: T) {
+    drop(tracker);
+    assert_eq!(live(), 0, "values leaked (> 0) or dropped twice (< 0)");
+}
+
+// ---- O: Drop --------------------------------------------------------------
+
+/// Resolving, committing, folding and taking marks free slots, but run no
+/// user code: an offset is dropped when its slot is next used.
+#[test]
+fn resolve_commit_fold_and_take_run_no_user_code() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    let a = send(&tracker, 0, 1);
+    let b = send(&tracker, 0, 2);
+    no_user_code("ack", || tracker.ack(a).unwrap());
+    // An aborted flush leaves a sealed generation to fold into the next.
+    no_user_code("begin_flush and abort", || {
+        tracker.begin_flush().unwrap().abort()
+    });
+    let c = send(&tracker, 0, 3);
+    no_user_code("ack and fail", || {
+        tracker.ack(b).unwrap();
+        tracker.ack(c).unwrap();
+    });
+    let mut flush = no_user_code("begin_flush", || tracker.begin_flush().unwrap());
+    let offsets = flush.wait(FOREVER).unwrap(); // clones: user code
+    assert_eq!(ids(&offsets), vec![(0, 3)]);
+    drop(offsets);
+    no_user_code("commit", || flush.commit().unwrap());
+    assert_eq!(ids(&tracker.committable()), vec![(0, 3)]);
+    no_user_code("drain and in_flight", || {
+        tracker.drain(Duration::ZERO).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
+    assert_all_dropped(tracker);
+}
+
+/// KAFKA's 2015 design had no such case; ours had: `commit` released the
+/// carry's slot, dropping its offset, before the carry forgot it, so a
+/// panicking `Drop` left the carry naming a freed slot, and the next flush
+/// cloned the dropped offset. Now the drop comes at the slot's reuse.
+#[test]
+fn a_panicking_offset_drop_after_commit_surfaces_in_a_send_that_takes_nothing() {
+    let tracker: T = Tracker::with_capacity(2);
+    let t = send(&tracker, 0, 1);
+    tracker.ack(t).unwrap();
+    assert_eq!(flush(&tracker), vec![(0, 1)]);
+    arm(Act::Drop, 1);
+    // Slots are reused first-in-last-out: the next send takes offset 1's.
+    expect_planned_panic("send reusing the slot", || send(&tracker, 0, 2));
+    assert_eq!(tracker.in_flight(), 0, "the panicked send counted nothing");
+    // No permit leaked: two records fit.
+    let a = send(&tracker, 0, 3);
+    let b = send(&tracker, 1, 4);
+    assert!(matches!(
+        tracker.send(Key::new(K), Off::new(5)),
+        Err(SendError::Full(..))
+    ));
+    tracker.ack(a).unwrap();
+    tracker.ack(b).unwrap();
+    assert_eq!(flush(&tracker), vec![(0, 3), (1, 4)]);
+    assert_usable(&tracker, 6);
+    assert_all_dropped(tracker);
+}
+
+/// The fold of a drained generation released the carry's older slot (a
+/// user `Drop`) before `oldest` moved on; a panic made the next flush fold
+/// the generation again and return another partition's offset. Every
+/// offset is armed in turn here, over flushes that fold two generations.
+#[test]
+fn every_offset_drop_may_panic_over_folds_and_commits() {
+    for armed in 1..=12 {
+        let tracker: T = Tracker::new();
+        arm(Act::Drop, armed);
+        let mut next = 1;
+        let mut step = |tracker: &T| {
+            let offset = next;
+            next += 1;
+            let key = offset % 2;
+            match catch_unwind(AssertUnwindSafe(|| send(tracker, key, offset))) {
+                Ok(ticket) => {
+                    tracker.ack(ticket).unwrap();
+                    Some((key, offset))
+                }
+                Err(_) => None,
+            }
+        };
+        for _ in 0..3 {
+            let mut sent = vec![step(&tracker), step(&tracker)];
+            tracker.begin_flush().unwrap().abort();
+            sent.push(step(&tracker));
+            sent.push(step(&tracker));
+            let flushed = flush(&tracker);
+            // Each partition's latest offset among those accepted.
+            let mut expected: HashMap<u64, u64> = HashMap::new();
+            for (key, offset) in sent.into_iter().flatten() {
+                expected.insert(key, offset);
+            }
+            for (key, offset) in &flushed {
+                assert_eq!(
+                    expected.get(key),
+                    Some(offset),
+                    "armed {armed}: flushed {flushed:?}"
+                );
+            }
+        }
+        ARMED.with(|a| a.set(None));
+        let _ = fired();
+        assert_usable(&tracker, 100);
+        assert_all_dropped(tracker);
+    }
+}
+
+/// A send displacing its partition's previous record from the generation's
+/// cell used to drop that record's offset after counting itself and before
+/// publishing: a panic left a counted record with no ticket, and every
+/// later flush and drain timed out. Now the displaced offset stays in its
+/// slot until reused.
+#[test]
+fn a_send_that_displaces_an_acked_record_runs_no_user_drop() {
+    let tracker: T = Tracker::with_capacity(1);
+    let t = send(&tracker, 0, 1);
+    tracker.ack(t).unwrap();
+    arm(Act::Drop, 1);
+    // The partition exists, so the key's lookup is the only user code.
+    let before = calls();
+    let t = send(&tracker, 0, 2); // displaces offset 1's slot: no drop
+    assert!(fired().is_empty());
+    assert!(calls() - before <= 4, "hash, eq and the key's drop only");
+    tracker.ack(t).unwrap();
+    assert_eq!(flush(&tracker), vec![(0, 2)]);
+    // Offset 1 is dropped when its slot is reused, by a send that then
+    // takes nothing.
+    let mut panicked = false;
+    for offset in 3..10 {
+        match catch_unwind(AssertUnwindSafe(|| send(&tracker, 0, offset))) {
+            Ok(t) => tracker.ack(t).unwrap(),
+            Err(_) => panicked = true,
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    }
+    assert!(panicked && fired() == vec![(Act::Drop, 1)]);
+    assert_usable(&tracker, 20);
+    assert_all_dropped(tracker);
+}
+
+/// The watermark advance frees the slots it passes; their offsets, too, are
+/// dropped only at reuse, so a panicking `Drop` cannot strand a partition
+/// without an advancer or lose an advance.
+#[test]
+fn watermark_advances_survive_panicking_offset_drops() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    for armed in [1, 3, 5] {
+        arm(Act::Drop, armed);
+        let mut last = None;
+        for offset in 1..=6 {
+            if let Ok(t) = catch_unwind(AssertUnwindSafe(|| send(&tracker, 7, offset))) {
+                no_user_code("ack on a watermark tracker", || tracker.ack(t).unwrap());
+                last = Some(offset);
+            }
+        }
+        assert_eq!(ids(&tracker.committable()), vec![(7, last.unwrap())]);
+        tracker.drain(Duration::ZERO).unwrap();
+        ARMED.with(|a| a.set(None));
+        let _ = fired();
+    }
+    assert_usable(&tracker, 50);
+    assert_all_dropped(tracker);
+}
+
+// ---- O and P: Clone, Hash, Eq in the calls that hand out offsets ------------
+
+/// `committable` swapped each mark out before cloning it: a panicking
+/// `Clone` lost every advance taken so far in that call. Now every taken
+/// mark is put back.
+#[test]
+fn committable_with_a_panicking_clone_loses_no_advance() {
+    for act in [Act::Clone] {
+        for armed in [1, 2, K, K + 1] {
+            let tracker: T = Tracker::builder().watermarks().build();
+            let a = send(&tracker, 0, 1);
+            let b = send(&tracker, 1, 2);
+            tracker.ack(a).unwrap();
+            tracker.ack(b).unwrap();
+            arm(act, armed);
+            expect_planned_panic("committable", || tracker.committable());
+            assert_eq!(ids(&tracker.committable()), vec![(0, 1), (1, 2)]);
+            assert!(tracker.committable().is_empty(), "each advance once");
+            assert_all_dropped(tracker);
+        }
+    }
+}
+
+/// After a panicked `committable`, a newer advance of the same partition
+/// supersedes the put-back mark; the counts stay exact.
+#[test]
+fn a_put_back_mark_is_superseded_by_a_newer_advance() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    let a = send(&tracker, 0, 1);
+    let b = send(&tracker, 1, 2);
+    tracker.ack(a).unwrap();
+    tracker.ack(b).unwrap();
+    arm(Act::Hash, K + 1);
+    expect_planned_panic("committable_with_stats", || {
+        tracker.committable_with_stats()
+    });
+    let c = send(&tracker, 0, 3);
+    tracker.ack(c).unwrap();
+    let now = tracker.committable_with_stats();
+    assert_eq!(ids(&now.offsets), vec![(0, 3), (1, 2)]);
+    assert_eq!(now.committable_records, 3, "a, b and c, each counted once");
+    assert_eq!(now.uncommittable_records, 0);
+    drop(now);
+    assert_all_dropped(tracker);
+}
+
+/// A flush's `wait` clones offsets and keys (and hashes keys into its map)
+/// only once everything is folded; a panic there leaves the flush as it
+/// was, and the next `wait` returns the offsets.
+#[test]
+fn wait_with_a_panicking_clone_or_hash_can_be_retried() {
+    for (act, armed) in [(Act::Clone, 2), (Act::Clone, K + 1), (Act::Hash, K)] {
+        let tracker: T = Tracker::new();
+        let a = send(&tracker, 0, 1);
+        let b = send(&tracker, 1, 2);
+        tracker.ack(a).unwrap();
+        tracker.ack(b).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        arm(act, armed);
+        expect_planned_panic("wait", || flush.wait(FOREVER));
+        assert_eq!(flush.commit(), Err(FlushError::NotReady), "not ready yet");
+        let mut flush = tracker.begin_flush().unwrap();
+        assert_eq!(ids(&flush.wait(FOREVER).unwrap()), vec![(0, 1), (1, 2)]);
+        flush.commit().unwrap();
+        assert_usable(&tracker, 3);
+        assert_all_dropped(tracker);
+    }
+}
+
+// ---- P: Hash, Eq, Clone, Drop in send ------------------------------------------
+
+/// `send` hashes, compares and (for a new partition) clones its key before
+/// taking anything, and drops it after the `Closed` check, backing out if
+/// that panics: in every case nothing is counted and no permit is lost.
+#[test]
+fn a_send_whose_key_panics_takes_nothing() {
+    let cases = [
+        (Act::Hash, K, "hash of a known key"),
+        (Act::Eq, K, "eq with a known key"),
+        (Act::Drop, K, "drop of a known key"),
+        (Act::Hash, K + 5, "hash of a new key"),
+        (Act::Clone, K + 5, "clone of a new key into the index"),
+        (Act::Drop, K + 5, "drop of a new key"),
+    ];
+    for (act, armed, what) in cases {
+        let tracker: T = Tracker::builder().capacity(1).watermarks().build();
+        let t = send(&tracker, 0, 1);
+        tracker.ack(t).unwrap();
+        arm(act, armed);
+        expect_planned_panic(what, || tracker.send(Key::new(armed), Off::new(2)));
+        assert_eq!(tracker.in_flight(), 0, "{what}");
+        // The permit came back, and the partition works.
+        let t = tracker.send(Key::new(armed), Off::new(3)).unwrap();
+        tracker.ack(t).unwrap();
+        let committable = ids(&tracker.committable());
+        assert!(
+            committable.contains(&(armed - K, 3)),
+            "{what}: {committable:?}"
+        );
+        assert_usable(&tracker, 4);
+        assert_all_dropped(tracker);
+    }
+}
+
+// ---- Wakers -----------------------------------------------------------------
+
+/// A waker that counts its wakes, and panics on wake, clone or drop when
+/// told to. Clones share the counters.
+struct TestWaker {
+    woken: AtomicUsize,
+    panic_on_wake: bool,
+    panic_on_clone: bool,
+}
+
+fn test_waker(panic_on_wake: bool, panic_on_clone: bool) -> (Arc<TestWaker>, Waker) {
+    quiet_planned_panics();
+    let state = Arc::new(TestWaker {
+        woken: AtomicUsize::new(0),
+        panic_on_wake,
+        panic_on_clone,
+    });
+    let raw = RawWaker::new(Arc::into_raw(Arc::clone(&state)).cast(), &VTABLE);
+    // SAFETY: the vtable below keeps the `Arc` count right for every clone.
+    (state, unsafe { Waker::from_raw(raw) })
+}
+
+const VTABLE: RawWakerVTable = RawWakerVTable::new(
+    |data| {
+        // SAFETY: `data` came from `Arc::into_raw`.
+        let state = unsafe { &*data.cast::<TestWaker>() };
+        if state.panic_on_clone {
+            panic!("{PLANNED}: waker clone");
+        }
+        // SAFETY: as above; one more reference for the clone.
+        unsafe { Arc::increment_strong_count(data.cast::<TestWaker>()) };
+        RawWaker::new(data, &VTABLE)
+    },
+    |data| {
+        // SAFETY: `data` came from `Arc::into_raw`; this consumes it.
+        let state = unsafe { Arc::from_raw(data.cast::<TestWaker>()) };
+        state.woken.fetch_add(1, Ordering::SeqCst);
+        if state.panic_on_wake {
+            panic!("{PLANNED}: wake");
+        }
+    },
+    |data| {
+        // SAFETY: `data` came from `Arc::into_raw`.
+        let state = unsafe { &*data.cast::<TestWaker>() };
+        state.woken.fetch_add(1, Ordering::SeqCst);
+        if state.panic_on_wake {
+            panic!("{PLANNED}: wake");
+        }
+    },
+    |data| {
+        // SAFETY: `data` came from `Arc::into_raw`; this consumes it.
+        drop(unsafe { Arc::from_raw(data.cast::<TestWaker>()) });
+    },
+);
+
+fn poll_with<F: Future>(future: std::pin::Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(waker))
+}
+
+/// A waker that panics when woken does not keep the other waiters from
+/// being woken: the resolution that wakes them completes, wakes everyone,
+/// and only then passes the panic on.
+#[test]
+fn a_panicking_waker_does_not_lose_another_waiters_wake_up() {
+    let tracker: T = Tracker::new();
+    let t = send(&tracker, 0, 1);
+    let mut flush = tracker.begin_flush().unwrap();
+    let (bad, bad_waker) = test_waker(true, false);
+    let (good, good_waker) = test_waker(false, false);
+    {
+        let mut waiting = pin!(flush.wait_async());
+        assert!(poll_with(waiting.as_mut(), &bad_waker).is_pending());
+        let mut drain = pin!(tracker.drain_async());
+        assert!(poll_with(drain.as_mut(), &good_waker).is_pending());
+        assert!(catch_unwind(AssertUnwindSafe(|| tracker.ack(t))).is_err());
+        assert!(bad.woken.load(Ordering::SeqCst) >= 1);
+        assert!(good.woken.load(Ordering::SeqCst) >= 1, "the other waiter");
+        assert_eq!(tracker.in_flight(), 0, "the ack took effect");
+        assert!(matches!(
+            poll_with(drain.as_mut(), &good_waker),
+            Poll::Ready(Ok(()))
+        ));
+        match poll_with(waiting.as_mut(), &good_waker) {
+            Poll::Ready(Ok(offsets)) => assert_eq!(ids(&offsets), vec![(0, 1)]),
+            other => panic!("{other:?}"),
+        }
+    }
+    flush.commit().unwrap();
+    assert_usable(&tracker, 2);
+    assert_all_dropped(tracker);
+}
+
+/// A waker whose clone panics: the poll that registers it panics before
+/// the registry changes, and the flush stays usable.
+#[test]
+fn a_waker_whose_clone_panics_leaves_the_flush_usable() {
+    let tracker: T = Tracker::new();
+    let t = send(&tracker, 0, 1);
+    let mut flush = tracker.begin_flush().unwrap();
+    let (_, waker) = test_waker(false, true);
+    {
+        let mut waiting = pin!(flush.wait_async());
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            poll_with(waiting.as_mut(), &waker).is_pending()
+        }));
+        assert!(polled.is_err());
+    }
+    tracker.ack(t).unwrap();
+    assert_eq!(ids(&flush.wait(FOREVER).unwrap()), vec![(0, 1)]);
+    flush.commit().unwrap();
+    assert_usable(&tracker, 2);
+    assert_all_dropped(tracker);
+}
+
+/// An interrupt, a seal and a failure wake waiters last, after their own
+/// work: a panicking waker surfaces from the call, which has taken effect.
+#[test]
+fn calls_that_wake_finish_their_work_before_a_waker_panics() {
+    let tracker: T = Tracker::new();
+    let t = send(&tracker, 0, 1);
+    let mut flush = tracker.begin_flush().unwrap();
+    let (_, bad_waker) = test_waker(true, false);
+    let (_, good_waker) = test_waker(false, false);
+    {
+        let mut waiting = pin!(flush.wait_async());
+        assert!(poll_with(waiting.as_mut(), &bad_waker).is_pending());
+        // interrupt: delivered despite the panic.
+        assert!(catch_unwind(AssertUnwindSafe(|| tracker.interrupt())).is_err());
+        assert!(matches!(
+            poll_with(waiting.as_mut(), &good_waker),
+            Poll::Ready(Err(FlushError::Interrupted))
+        ));
+    }
+    flush.abort();
+    // fail: counted despite the panic.
+    let mut flush = tracker.begin_flush().unwrap();
+    {
+        let mut waiting = pin!(flush.wait_async());
+        assert!(poll_with(waiting.as_mut(), &bad_waker).is_pending());
+        assert!(catch_unwind(AssertUnwindSafe(|| tracker.fail(t))).is_err());
+        assert_eq!(tracker.in_flight(), 0);
+        assert!(matches!(
+            poll_with(waiting.as_mut(), &good_waker),
+            Poll::Ready(Err(FlushError::Failed { failed: 1 }))
+        ));
+    }
+    flush.abort();
+    drop(tracker);
+    assert_eq!(live(), 0);
+}
+
+// ---- Guarantee 15: fail fast ---------------------------------------------------
+
+/// A covered failure fails the flush at once, without waiting for the
+/// covered records still in flight, and wakes a waiting `wait`.
+#[test]
+fn a_covered_failure_fails_a_waiting_flush_at_once() {
+    let tracker = Tracker::new();
+    let a = tracker.send("p", 1_u64).unwrap();
+    let b = tracker.send("q", 2_u64).unwrap();
+    let mut flush = tracker.begin_flush().unwrap();
+    std::thread::scope(|s| {
+        // Would wait out FOREVER (b is never acked) if the failure did not
+        // wake it.
+        let waiter = s.spawn(|| flush.wait(FOREVER));
+        tracker.fail(a).unwrap();
+        assert_eq!(
+            waiter.join().unwrap(),
+            Err(FlushError::Failed { failed: 1 })
+        );
+    });
+    assert_eq!(flush.pending(), 1, "b is still in flight");
+    assert_eq!(flush.commit(), Err(FlushError::NotReady));
+    tracker.ack(b).unwrap();
+}
+
+/// The async wait fails at once too, woken by the failure.
+#[test]
+fn a_covered_failure_wakes_an_async_wait() {
+    let tracker = Tracker::builder().watermarks().build();
+    let a = tracker.send("p", 1_u64).unwrap();
+    let b = tracker.send("p", 2_u64).unwrap();
+    let mut flush = tracker.begin_flush().unwrap();
+    let (woken, waker) = test_waker(false, false);
+    {
+        let mut waiting = pin!(flush.wait_async());
+        assert!(poll_with(waiting.as_mut(), &waker).is_pending());
+        // On a watermark tracker the failure counts once the watermark
+        // reaches it: `a` is first in its partition.
+        tracker.fail(a).unwrap();
+        assert!(woken.woken.load(Ordering::SeqCst) >= 1);
+        assert!(matches!(
+            poll_with(waiting.as_mut(), &waker),
+            Poll::Ready(Err(FlushError::Failed { failed: 1 }))
+        ));
+    }
+    flush.abort();
+    tracker.ack(b).unwrap();
+}
