@@ -1,0 +1,137 @@
+//! Resolution: `ack`, `fail` and their raw twins.
+//!
+//! A ticket resolves with one compare-and-swap on its slot's state word
+//! (from `LIVE(tag)`); the record then leaves its generation's count (on a
+//! watermark tracker, the advance does that), and the slot goes back on a
+//! free list with its offset, to be dropped at its reuse. Waiters are woken
+//! last. See "Slots and tickets" in [`crate::implementation`].
+
+use crate::generation::entered_from;
+use crate::slab::Outcome;
+use crate::ticket::{RawTicket, Ticket};
+use crate::{ResolveError, Tracker};
+use std::hash::Hash;
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Marks the ticket's record delivered.
+    ///
+    /// Fails, changing nothing, if the ticket belongs to another tracker
+    /// ([`ResolveError::ForeignTracker`]); with a `Ticket` the type system
+    /// already rules out resolving twice.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let ticket = tracker.send(1_u16, "a".to_string()).unwrap();
+    /// tracker.ack(ticket).unwrap();
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn ack(&self, ticket: Ticket) -> Result<(), ResolveError> {
+        self.resolve(ticket.into_raw(), Outcome::Ack)
+    }
+
+    /// Marks the ticket's record as failed for good. Every barrier flush that
+    /// covers it then returns [`FlushError::Failed`](crate::FlushError::Failed):
+    /// offsets never move past a record that was not delivered.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let ticket = tracker.send("p", 1_u64).unwrap();
+    /// tracker.fail(ticket).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 1 }));
+    /// ```
+    pub fn fail(&self, ticket: Ticket) -> Result<(), ResolveError> {
+        self.resolve(ticket.into_raw(), Outcome::Fail)
+    }
+
+    /// [`ack`](Self::ack) for a ticket turned into an integer by
+    /// [`Ticket::into_raw`]. Any `u64` is safe: a forged, stale, foreign or
+    /// already resolved value returns an error and changes nothing.
+    ///
+    /// ```
+    /// use inflight::{ResolveError, Tracker};
+    /// let tracker = Tracker::<&str, u64>::new();
+    /// assert!(tracker.ack_raw(0).is_err());
+    /// assert!(tracker.ack_raw(u64::MAX).is_err());
+    /// let raw = tracker.send("p", 1).unwrap().into_raw();
+    /// tracker.ack_raw(raw).unwrap();
+    /// assert_eq!(tracker.ack_raw(raw), Err(ResolveError::AlreadyResolved));
+    /// ```
+    pub fn ack_raw(&self, raw: u64) -> Result<(), ResolveError> {
+        self.resolve(raw, Outcome::Ack)
+    }
+
+    /// [`fail`](Self::fail) for a raw ticket; any `u64` is safe, as with
+    /// [`ack_raw`](Self::ack_raw).
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let raw = tracker.send("p", 1_u64).unwrap().into_raw();
+    /// tracker.fail_raw(raw).unwrap();
+    /// assert!(tracker.ack_raw(raw).is_err());
+    /// ```
+    pub fn fail_raw(&self, raw: u64) -> Result<(), ResolveError> {
+        self.resolve(raw, Outcome::Fail)
+    }
+
+    fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {
+        let ticket = RawTicket::decode(raw);
+        if ticket.tracker != self.id {
+            return Err(ResolveError::ForeignTracker);
+        }
+        let resolved = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
+        if let Some(watermarks) = &self.watermarks {
+            self.return_permit();
+            // The record stays queued (so not freed) and live in its
+            // generation until the watermark passes it; the advance (ours or
+            // the thread's already advancing) counts it out of both.
+            debug_assert!(!resolved.freed);
+            watermarks.advance(
+                &self.slots,
+                resolved.partition as usize,
+                |entered, n, failed| {
+                    let (generation, shard) = entered_from(entered);
+                    // SAFETY: the advance passes records it has not yet
+                    // counted out of their generation, which therefore
+                    // cannot have been folded.
+                    let generation = unsafe { &*generation };
+                    generation.add_failed(failed);
+                    // A failure wakes waiters too: a flush that covers it
+                    // fails at once (guarantee 15).
+                    self.shards.leave_many(shard, generation, n) || failed != 0
+                },
+                || self.waiter.wake(),
+            );
+            return Ok(());
+        }
+        let freed = resolved.freed;
+        let (generation, shard) = entered_from(resolved.generation);
+        // SAFETY: `resolve` read the pointer while the record was LIVE and
+        // its CAS proved it is this record's generation. The generation is
+        // alive: this record still counts in it until our `leave` below, and
+        // a generation is freed only after it drained.
+        let generation = unsafe { &*generation };
+        if outcome == Outcome::Fail {
+            generation.add_failed(1);
+        }
+        self.return_permit();
+        let drained = self.shards.leave(shard, generation);
+        // The generation may be gone from here on; the slot is still ours.
+        // Its offset stays in it until its reuse: no user code here.
+        if freed {
+            self.slots.recycle_slot(ticket.index, resolved.slot);
+        }
+        // A failure wakes waiters too: a flush that covers it fails at once
+        // (guarantee 15). Wakers are user code: last.
+        if drained || outcome == Outcome::Fail {
+            self.waiter.wake();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! Sealing: `begin_flush`, `drain` and the captures of count shards that
+//! close a generation, and the blocking wait they share.
+//!
+//! A seal moves `open` to a fresh generation, then `open_id`, then captures
+//! every count shard for every generation up to the sealed one (helping a
+//! slow sealer, or done by a sender whose shard lags). See "Generations,
+//! count shards and the seal" and "Drain" in [`crate::implementation`].
+
+use crate::generation::{Generation, SHARDS};
+use crate::sync::epoch::{self, Guard, Owned, Shared};
+use crate::sync::{Ordering, SPINS_BEFORE_PARK};
+use crate::{BeginFlushError, Flush, FlushError, Tracker};
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Captures every count shard for every generation numbered up to
+    /// `upto`, oldest first, so that all of them are sealed: none admits a
+    /// record any more, and the last resolution of each wakes waiters.
+    /// Idempotent; concurrent callers share the work. Returns true if a
+    /// capture drained a generation: the caller must wake waiters (user
+    /// code, so once its own bookkeeping is done).
+    #[must_use]
+    pub(crate) fn capture_through(&self, upto: u64, guard: &Guard) -> bool {
+        self.capture(0..SHARDS, upto, guard)
+    }
+
+    /// [`capture_through`](Self::capture_through) for one shard: what a
+    /// sender does when its shard lags behind `open_id`.
+    #[cold]
+    #[must_use]
+    pub(crate) fn catch_up(&self, shard: usize, upto: u64) -> bool {
+        self.capture(shard..shard + 1, upto, &epoch::pin())
+    }
+
+    fn capture(&self, shards: std::ops::Range<usize>, upto: u64, guard: &Guard) -> bool {
+        let mut wake = false;
+        self.walk(guard, Some(upto), |generation| {
+            for shard in shards.clone() {
+                wake |= self.shards.capture(shard, generation);
+                // Unit tests widen the window in which some shards count
+                // for the new generation and others still for this one.
+                #[cfg(all(test, not(loom)))]
+                for _ in 0..4 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        wake
+    }
+
+    /// Moves `open_id` up to `id` (never down: a slow sealer may come after a
+    /// faster, later one).
+    fn advance_open_id(&self, id: u64) {
+        // Release: a sender that reads the new number (Acquire) sees `open`
+        // moved and what this thread did before, such as a `close`.
+        self.open_id.fetch_max(id, Ordering::Release);
+    }
+
+    /// Seals `current` if it is still open and opens its successor. Returns
+    /// true if this call did the seal. Lock-free: a failed attempt means
+    /// another thread sealed `current`, and this one helps move `open` on.
+    pub(crate) fn seal(&self, current: Shared<'_, Generation>, guard: &Guard) -> bool {
+        // SAFETY: `current` came from `open` under `guard`, so it is alive.
+        let generation = unsafe { current.deref() };
+        let fresh = Owned::new(Generation::new(generation.id + 1, generation));
+        // AcqRel: Release publishes the fresh generation's initialisation to
+        // whoever follows `next`; Acquire (on failure) sees the winner's.
+        let (won, next) = match generation.next.compare_exchange(
+            Shared::null(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            guard,
+        ) {
+            Ok(next) => (true, next),
+            // Lost: help the winner move `open` past `current`.
+            Err(lost) => (false, lost.current),
+        };
+        // AcqRel: Release publishes `next` to whoever loads `open`. It fails
+        // only when another thread (winner or helper) already moved it.
+        let _ =
+            self.open
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire, guard);
+        // Then `open_id`, before the caller captures any shard: a sender
+        // that finds its shard moved must find a newer number.
+        self.advance_open_id(generation.id + 1);
+        // Unit tests widen the window in which `current` is no longer open
+        // but its shards still count for it, so the stress tests reach it.
+        #[cfg(all(test, not(loom)))]
+        std::thread::yield_now();
+        won
+    }
+
+    /// Starts a barrier flush: seals the open generation (the linearization
+    /// point: every send that returned before this call is covered, every
+    /// send that starts after it is not) and returns the [`Flush`] to wait on.
+    ///
+    /// The flush also covers every earlier sealed generation not yet
+    /// committed, such as those of aborted flushes. Only one flush exists at a
+    /// time: while one is alive this returns [`BeginFlushError::InProgress`].
+    ///
+    /// ```
+    /// use inflight::{BeginFlushError, Tracker};
+    /// let tracker = Tracker::<u8, u8>::new();
+    /// let flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(tracker.begin_flush().err(), Some(BeginFlushError::InProgress));
+    /// flush.abort();
+    /// assert!(tracker.begin_flush().is_ok());
+    /// ```
+    pub fn begin_flush(&self) -> Result<Flush<'_, P, O>, BeginFlushError> {
+        // Acquire: takes ownership of the carry from the previous flush's
+        // Release store of `false`.
+        if self
+            .flushing
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(BeginFlushError::InProgress);
+        }
+        let guard = epoch::pin();
+        let upto = loop {
+            // Acquire: see the generation's initialisation.
+            let open = self.open.load(Ordering::Acquire, &guard);
+            if self.seal(open, &guard) {
+                break open;
+            }
+        };
+        // Capture every shard for every covered generation (helping any
+        // drain sealing beside us): from here on none of them admits a
+        // record, and each one's last resolution wakes the flusher.
+        // SAFETY: `upto` is in the chain (only the flush, which we are,
+        // removes generations) and the guard keeps it alive.
+        let upto = unsafe { upto.deref() }.id;
+        let wakes = self.capture_through(upto, &guard);
+        // The flush before any user code: if a waker panics, dropping it
+        // gives up the `flushing` flag.
+        let flush = Flush::new(self, upto);
+        if wakes {
+            self.waiter.wake();
+        }
+        Ok(flush)
+    }
+
+    /// Waits, at most `timeout`, until every record sent before this call is
+    /// resolved: the end-of-life wait of a producer that stopped sending
+    /// (after [`close`](Self::close), that is everything in flight).
+    /// Failed records count as resolved; a barrier flush or the watermarks
+    /// report them. Does not commit anything and works beside a flush.
+    ///
+    /// - `Ok(())`: nothing sent before the call is in flight any more.
+    /// - [`FlushError::Timeout`]: some still were at the deadline (`pending`
+    ///   of them); call again to keep waiting.
+    /// - [`FlushError::Interrupted`]: [`interrupt`](Self::interrupt) was
+    ///   called. An interrupt is delivered once, to one waiting call (a
+    ///   `drain` or a flush's `wait`).
+    ///
+    /// Seals the open generation, like a flush does, so records sent from
+    /// now on are not waited for. (On a tracker with watermarks, where a
+    /// record counts until the watermark passes it, a record sent
+    /// concurrently with this call may be waited for too, when it took an
+    /// earlier place in its partition's queue.) Each call that finds records
+    /// sent since the last seal leaves a sealed generation behind until a
+    /// barrier flush folds it (a few hundred bytes and one retained slot per
+    /// partition in it), so drain at the end of a tracker's life, or retry
+    /// after `close`, rather than in a loop beside live sends on a tracker
+    /// that never flushes.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let ticket = tracker.send("p", 1_u64).unwrap();
+    /// tracker.close();
+    /// assert_eq!(tracker.drain(Duration::ZERO), Err(FlushError::Timeout { pending: 1 }));
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| tracker.ack(ticket).unwrap());
+    ///     tracker.drain(Duration::from_secs(10)).unwrap();
+    /// });
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn drain(&self, timeout: Duration) -> Result<(), FlushError> {
+        let upto = self.seal_open();
+        self.block_until_drained(timeout, || Ok(self.pending_through(upto)))
+    }
+
+    /// Seals the open generation (or helps whoever is sealing it) and
+    /// returns its number: every record sent before this call is in a sealed
+    /// generation numbered up to it, whose last resolution wakes waiters.
+    pub(crate) fn seal_open(&self) -> u64 {
+        let guard = epoch::pin();
+        // Acquire: see the generation's initialisation.
+        let open = self.open.load(Ordering::Acquire, &guard);
+        // SAFETY: `open` was loaded under `guard`, so it is still allocated.
+        let generation = unsafe { open.deref() };
+        let upto = if generation.id > 0 && self.shards.idle(generation) {
+            // Nothing in the open generation is unresolved: every record
+            // sent before this call that is still in flight is in an older
+            // one. Sealing it would only lengthen the chain (a retry loop
+            // of drains after `close` would add one per call).
+            generation.id - 1
+        } else {
+            // Won or lost, `open` has moved past it after this.
+            self.seal(open, &guard);
+            generation.id
+        };
+        // A lost race leaves the captures to the winner, who may be slow;
+        // capture every generation up to ours ourselves (idempotent), as
+        // `begin_flush` does, so each one's last resolution wakes us.
+        if self.capture_through(upto, &guard) {
+            self.waiter.wake(); // user code, last
+        }
+        upto
+    }
+
+    /// Unresolved records in generations numbered up to `upto`.
+    pub(crate) fn pending_through(&self, upto: u64) -> usize {
+        let guard = epoch::pin();
+        let shards = self.shards.snapshot();
+        let mut pending = 0;
+        self.walk(&guard, Some(upto), |generation| {
+            pending += generation.pending(&shards);
+        });
+        pending
+    }
+}
+
+impl<P, O> Tracker<P, O> {
+    /// Blocks until `pending()` returns `Ok(0)` (`Ok`) or an error (that
+    /// error), an interrupt arrives (`Interrupted`, consuming it) or
+    /// `timeout` passes (`Timeout`). Spins briefly, then parks; the
+    /// resolution that takes a sealed generation's `live` to zero, a failed
+    /// resolution, or `interrupt` wakes it. `pending` must count only
+    /// records of sealed generations, whose last resolution wakes waiters.
+    pub(crate) fn block_until_drained(
+        &self,
+        timeout: Duration,
+        mut pending: impl FnMut() -> Result<usize, FlushError>,
+    ) -> Result<(), FlushError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut spins = 0_u32;
+        let mut registration = None;
+        let result = loop {
+            if self.take_interrupt() {
+                break Err(FlushError::Interrupted);
+            }
+            let pending = match pending() {
+                Ok(0) => break Ok(()),
+                Ok(pending) => pending,
+                Err(e) => break Err(e),
+            };
+            let remaining = match deadline {
+                Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(remaining) if !remaining.is_zero() => remaining,
+                    _ => break Err(FlushError::Timeout { pending }),
+                },
+                None => Duration::MAX,
+            };
+            if spins < SPINS_BEFORE_PARK {
+                spins += 1;
+                crate::sync::spin_hint();
+                continue;
+            }
+            match &registration {
+                // Register, then look again before parking (Dekker pair with
+                // the last resolution; see `waiter`).
+                None => registration = Some(self.waiter.register()),
+                Some(registration) => registration.park_timeout(remaining),
+            }
+        };
+        if let Some(registration) = registration {
+            self.waiter.unregister(registration);
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::{AtomicU64, AtomicUsize};
+    use crate::Ticket;
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    fn generations(tracker: &Tracker<u32, u64>) -> usize {
+        let mut n = 0;
+        tracker.walk(&epoch::pin(), None, |_| n += 1);
+        n
+    }
+
+    /// A drain retried after `close` (nothing sent since) seals no new
+    /// generation per call, so the chain every drain walks stays short.
+    #[test]
+    fn retried_drains_after_close_do_not_grow_the_chain() {
+        let tracker = Tracker::new();
+        let ticket = tracker.send(0, 1).unwrap();
+        tracker.close();
+        for _ in 0..100 {
+            let pending = tracker.drain(Duration::ZERO);
+            assert_eq!(pending, Err(crate::FlushError::Timeout { pending: 1 }));
+        }
+        assert_eq!(generations(&tracker), 2, "the sealed one and the open one");
+        tracker.ack(ticket).unwrap();
+        tracker.drain(Duration::ZERO).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        assert_eq!(flush.wait(Duration::ZERO).unwrap()[&0], 1);
+        flush.commit().unwrap();
+    }
+
+    /// A sealer that moved `open` but has not captured the shards yet (here:
+    /// never will) leaves them lagging; a send through one captures it for
+    /// the old generation itself, then enters the new one.
+    #[test]
+    fn a_send_through_a_lagging_shard_captures_it_first() {
+        let tracker = Tracker::new();
+        let old = tracker.send(0, 1).unwrap();
+        let guard = epoch::pin();
+        assert!(tracker.seal(tracker.open.load(Ordering::Acquire, &guard), &guard));
+        let new = tracker.send(0, 2).unwrap();
+        let mut live = Vec::new();
+        let shards = tracker.shards.snapshot();
+        tracker.walk(&guard, None, |g| live.push((g.id, g.live(&shards))));
+        assert_eq!(live, vec![(0, 1), (1, 1)], "one record in each generation");
+        tracker.ack(old).unwrap();
+        let mut flush = tracker.begin_flush().unwrap();
+        assert_eq!(flush.pending(), 1);
+        tracker.ack(new).unwrap();
+        assert_eq!(flush.wait(Duration::ZERO).unwrap()[&0], 2);
+        flush.commit().unwrap();
+    }
+
+    /// Offsets sent and not yet (about to be) acked, of one partition. The
+    /// tests may lock; the tracker may not.
+    type Unacked = std::sync::Mutex<std::collections::BTreeSet<u64>>;
+
+    /// Acks every record of `window` in an order `rng` (xorshift) picks,
+    /// taking each out of `unacked` first.
+    fn ack_shuffled(
+        tracker: &Tracker<u32, u64>,
+        window: &mut Vec<(u64, Ticket)>,
+        rng: &mut u64,
+        unacked: &Unacked,
+    ) {
+        while !window.is_empty() {
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            let (acked, ticket) = window.swap_remove((*rng % window.len() as u64) as usize);
+            unacked.lock().unwrap().remove(&acked);
+            tracker.ack(ticket).unwrap();
+        }
+    }
+
+    /// Seals with `drain` in a loop until `senders` senders have added one to
+    /// `finished`.
+    fn drain_until_finished(tracker: &Tracker<u32, u64>, finished: &AtomicUsize, senders: usize) {
+        // Acquire: nothing is published through it; Relaxed would do.
+        while finished.load(Ordering::Acquire) < senders {
+            let _ = tracker.drain(Duration::ZERO);
+        }
+    }
+
+    /// Flushes and commits in a loop until `senders` senders have added one
+    /// to `finished`, then once more, and returns the last offset flushed of
+    /// each partition. Every flush must complete (a stall would surface as
+    /// a timeout after a minute), and none may return an offset of partition
+    /// `p` while an earlier one is in `unacked[p]`.
+    fn flush_checked_until_finished(
+        tracker: &Tracker<u32, u64>,
+        finished: &AtomicUsize,
+        senders: usize,
+        unacked: &[Unacked],
+    ) -> HashMap<u32, u64> {
+        let mut last = HashMap::new();
+        loop {
+            // Acquire: pairs with the senders' Release, so that the flush
+            // after the last one covers every send.
+            let done = finished.load(Ordering::Acquire) == senders;
+            let mut flush = tracker.begin_flush().unwrap();
+            let offsets = flush.wait(Duration::from_secs(60)).unwrap();
+            for (&p, &o) in &offsets {
+                let oldest = unacked[p as usize].lock().unwrap().first().copied();
+                assert!(
+                    oldest.is_none_or(|oldest| oldest > o),
+                    "partition {p}: offset {o} returned while {oldest:?} is unacked"
+                );
+            }
+            flush.commit().unwrap();
+            last.extend(offsets);
+            if done {
+                return last;
+            }
+        }
+    }
+
+    /// Seals racing sends, out-of-order acks and each other (a drainer
+    /// seals beside the flusher, both capturing the same shards) from
+    /// several threads: every flush completes, no offset is returned while
+    /// an earlier record of its partition is unacked, and the final flush
+    /// returns each last offset.
+    #[test]
+    fn racing_seals_lose_nothing() {
+        const SENDS: u64 = 20_000;
+        const WINDOW: usize = 8;
+        const SENDERS: usize = 3;
+        let tracker = Tracker::new();
+        let finished = AtomicUsize::new(0);
+        let unacked: Vec<Unacked> = (0..SENDERS).map(|_| Unacked::default()).collect();
+        let last = std::thread::scope(|s| {
+            for p in 0..SENDERS as u32 {
+                let (tracker, finished, unacked) = (&tracker, &finished, &unacked[p as usize]);
+                s.spawn(move || {
+                    let mut window = Vec::with_capacity(WINDOW);
+                    let mut rng = 0x2545_f491_4f6c_dd1d_u64 ^ u64::from(p);
+                    for offset in 0..SENDS {
+                        unacked.lock().unwrap().insert(offset);
+                        window.push((offset, tracker.send(p, offset).unwrap()));
+                        if window.len() == WINDOW {
+                            ack_shuffled(tracker, &mut window, &mut rng, unacked);
+                        }
+                    }
+                    ack_shuffled(tracker, &mut window, &mut rng, unacked);
+                    // Release: the sends above happen before the committer's
+                    // last flush.
+                    finished.fetch_add(1, Ordering::Release);
+                });
+            }
+            s.spawn(|| drain_until_finished(&tracker, &finished, SENDERS));
+            flush_checked_until_finished(&tracker, &finished, SENDERS, &unacked)
+        });
+        for p in 0..SENDERS as u32 {
+            assert_eq!(last[&p], SENDS - 1, "partition {p}");
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    }
+
+    /// Two threads take turns sending the offsets of one partition (each
+    /// send happens after the previous one, through a baton), so the
+    /// partition's sends form one happens-before chain over two count
+    /// shards, while a committer flushes; the seal's captures are spread out
+    /// (see `capture`), so senders often meet shards that count for
+    /// different generations. (Only one sealer: a drainer's seals would
+    /// take the windows in which a flush can see a wrong coverage.) A covered send's
+    /// predecessors must be covered too: every offset a flush returns must
+    /// have every earlier offset acked.
+    #[test]
+    fn one_chain_of_sends_over_two_threads_is_covered_as_a_prefix() {
+        const SENDS: u64 = 100_000;
+        let tracker = Tracker::new();
+        let turn = AtomicU64::new(0);
+        let finished = AtomicUsize::new(0);
+        let unacked = [Unacked::default()];
+        let last = std::thread::scope(|s| {
+            for me in 0..2_u64 {
+                let (tracker, turn, finished, unacked) = (&tracker, &turn, &finished, &unacked[0]);
+                s.spawn(move || {
+                    // Each batch acks at once or late and out of order, at
+                    // random, so that a flush can often drain behind a later
+                    // send of one thread while an earlier one of the other
+                    // still waits.
+                    let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ me;
+                    let mut window_len = 1;
+                    let mut window = Vec::with_capacity(32);
+                    loop {
+                        // Acquire: pairs with the other thread's Release
+                        // below, so its send happens before ours.
+                        let offset = turn.load(Ordering::Acquire);
+                        if offset >= SENDS {
+                            break;
+                        }
+                        if offset % 2 != me {
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        unacked.lock().unwrap().insert(offset);
+                        window.push((offset, tracker.send(0, offset).unwrap()));
+                        // Release: hands the baton on, after our send.
+                        turn.store(offset + 1, Ordering::Release);
+                        if window.len() >= window_len {
+                            ack_shuffled(tracker, &mut window, &mut rng, unacked);
+                            window_len = if rng & 1 == 0 { 1 } else { 32 };
+                        }
+                    }
+                    ack_shuffled(tracker, &mut window, &mut rng, unacked);
+                    // Release: our sends happen before the last flush.
+                    finished.fetch_add(1, Ordering::Release);
+                });
+            }
+            flush_checked_until_finished(&tracker, &finished, 2, &unacked)
+        });
+        assert_eq!(last[&0], SENDS - 1);
+        assert_eq!(tracker.in_flight(), 0);
+    }
+}

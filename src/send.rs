@@ -1,0 +1,229 @@
+//! The send path: a record takes a slot and a permit, enters the open
+//! generation through its thread's count shard, and is published.
+//!
+//! This module owns `Tracker::send` and [`Undo`], which backs a send out
+//! if it ends before publishing (the `Closed` re-check, or a panic in user
+//! code). See "Generations, count shards and the seal" and "User code and
+//! panics" in [`crate::implementation`].
+
+use crate::generation::{entered_at, Entry, Generation, SHARDS};
+use crate::slab::{Slot, HELD, QUEUED};
+use crate::sync::epoch;
+use crate::sync::{thread_index, Ordering};
+use crate::ticket::Ticket;
+use crate::{SendError, Tracker};
+use std::hash::Hash;
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Records that `offset` of `partition` was handed to the sink, and
+    /// returns the ticket to resolve when the sink reports back.
+    ///
+    /// The record enters the open generation: every flush begun after this
+    /// call returns covers it. On error the record comes back:
+    /// [`SendError::Full`] at capacity, [`SendError::Closed`] after
+    /// [`close`](Self::close).
+    ///
+    /// Lock-free; allocates nothing in the steady state (a partition seen for
+    /// the first time, and the first record of a partition in a generation,
+    /// allocate once).
+    ///
+    /// The tracker keeps `offset` until the record is resolved and no flush
+    /// or watermark needs it any more, and then until a later `send` reuses
+    /// its slot (or the tracker drops): that send drops it, before it takes
+    /// anything. So `ack`, `fail`, `commit` and `committable` never run an
+    /// offset's `Drop`, and a `Drop` that panics surfaces here, with nothing
+    /// sent. A panic in `P`'s `Hash`, `Eq`, `Clone` or `Drop` likewise sends
+    /// nothing (guarantee 14).
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let ticket = tracker.send(("orders", 3), 1_000_u64).unwrap();
+    /// assert_eq!(tracker.in_flight(), 1);
+    /// # tracker.ack(ticket).unwrap();
+    /// ```
+    pub fn send(&self, partition: P, offset: O) -> Result<Ticket, SendError<P, O>> {
+        // Relaxed: a fast path only; the re-check after entering decides.
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(SendError::Closed(partition, offset));
+        }
+        // User code runs at three points, each before the record can be
+        // resolved: `Hash`, `Eq` and `Clone` of `P` here, while nothing is
+        // taken; the `Drop` of an old offset in `alloc`, which puts its slot
+        // back if that panics; and the `Drop` of `partition` below, where
+        // `Undo` backs the send out. Nothing after `publish` runs user code:
+        // a panic there would lose the ticket of a counted record.
+        let Some(number) = self.partitions.number(&partition) else {
+            return Err(SendError::Full(partition, offset));
+        };
+        let home = thread_index();
+        let Some((index, slot)) = self.slots.alloc(home) else {
+            return Err(SendError::Full(partition, offset));
+        };
+        if !self.take_permit() {
+            self.slots.recycle_slot(index, slot);
+            return Err(SendError::Full(partition, offset));
+        }
+        // Held in advance: once the partition cell points at the slot, a
+        // newer record may release the hold at any moment; and queued, on a
+        // watermark tracker, until the watermark passes it.
+        let holds = if self.watermarks.is_some() {
+            HELD | QUEUED
+        } else {
+            HELD
+        };
+        // `number` < MAX_PARTITIONS < 2^32.
+        let tag = self.slots.prepare(slot, offset, number as u32, holds);
+        let mut undo = Undo {
+            tracker: self,
+            index,
+            slot,
+            holds,
+            entered: None,
+        };
+
+        let shard = home % SHARDS;
+        let (generation, wakes) = self.enter(shard);
+        undo.entered = Some((shard, generation));
+        if wakes {
+            // A capture this send made for a sealer drained a generation.
+            self.waiter.wake(); // user code: `undo` backs out if it panics
+        }
+
+        // Acquire: pairs with `close`'s Release store. Either this record's
+        // entering CAS precedes the capture of its shard by a flush begun
+        // after `close()` (so that flush covers it), or this send acquired
+        // what the sealer did before capturing, the close included: through
+        // the capture's CAS, if it read the moved shard and retried, or
+        // through the Release `fetch_max` of the newer `open_id` it read.
+        // Then this load sees the close. So a final flush covers every
+        // accepted record.
+        if self.closed.load(Ordering::Acquire) {
+            let offset = undo.take_back();
+            return Err(SendError::Closed(partition, offset));
+        }
+        drop(partition); // user code: `undo` backs out if it panics
+        std::mem::forget(undo);
+
+        self.slots
+            .set_generation(slot, entered_at(generation, shard));
+        if let Some(displaced) = generation.install(number, index) {
+            // Frees the displaced record's slot if it was resolved; its
+            // offset is dropped at the slot's reuse, not here.
+            self.slots.release(displaced, HELD);
+        }
+        if let Some(watermarks) = &self.watermarks {
+            // Before publishing: the record's resolution must find it linked.
+            watermarks.link(&self.slots, number, index);
+        }
+        self.slots.publish(slot);
+        Ok(Ticket::new(self.id, index, tag))
+    }
+
+    /// Counts a record into the open generation through `shard`, retrying
+    /// past generations sealed under us, and returns that generation, and
+    /// whether a capture made on the way drained one (the caller then wakes
+    /// waiters, once it can afford user code). The reference is good while
+    /// the record counts in the generation: until its resolution leaves it.
+    #[inline]
+    fn enter(&self, shard: usize) -> (&Generation, bool) {
+        let mut wakes = false;
+        loop {
+            // Acquire: pairs with the sealers' Release `fetch_max`, so the
+            // generation is in `open` (or older than it) and everything a
+            // sealer did before moving this number on is visible.
+            let id = self.open_id.load(Ordering::Acquire);
+            // Unit tests widen the window between reading the open number
+            // and entering (a send that may find its generation sealed).
+            #[cfg(all(test, not(loom)))]
+            std::thread::yield_now();
+            match self.shards.enter(shard, id) {
+                Entry::Entered => return (self.numbered(id), wakes),
+                // Sealed under us: the sealer moved `open_id` on before
+                // capturing the shard, so the next load sees a newer one.
+                Entry::Moved => {}
+                // A sealer moved `open` to this generation and has not yet
+                // captured our shard for the one before: do it for them.
+                Entry::Lagging => wakes |= self.catch_up(shard, id - 1),
+            }
+        }
+    }
+
+    /// The generation numbered `id`, in which the caller's record counts.
+    #[inline]
+    fn numbered(&self, id: u64) -> &Generation {
+        // SAFETY: the guard protects nothing; what keeps the generations
+        // alive is the caller's record in generation `id`, see below.
+        let guard = unsafe { epoch::unprotected() };
+        // Acquire: pairs with the Release CAS that published the generation.
+        let open = self.open.load(Ordering::Acquire, guard);
+        // SAFETY: `open` is never null, and it is generation `id` or a newer
+        // one (`open_id` moves only after `open` does). Generations are
+        // folded, and then freed, oldest first, and generation `id` cannot
+        // be folded while the caller's record counts in it; so it and every
+        // newer one, through the `prev` links between them, stay allocated
+        // for as long as the caller uses them.
+        let mut generation = unsafe { open.deref() };
+        while generation.id != id {
+            debug_assert!(generation.id > id);
+            // SAFETY: as above.
+            generation = unsafe { &*generation.prev };
+        }
+        generation
+    }
+}
+
+/// Backs a send out if it ends before publishing its record: the
+/// `Closed` re-check, or a panic in user code (a waker, the `Drop` of the
+/// partition key). It returns the permit and the slot and, once the record
+/// has entered a generation, counts it out again: no record is counted
+/// without a ticket. `send` forgets it once nothing can stop the record.
+struct Undo<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    index: usize,
+    slot: &'t Slot<O>,
+    /// The hold bits the slot took at `prepare`.
+    holds: u64,
+    /// The count shard and generation the record entered, once it has.
+    entered: Option<(usize, &'t Generation)>,
+}
+
+impl<P, O> Undo<'_, P, O> {
+    /// Everything but the slot itself; runs no user code. Returns true if
+    /// the record's leave drained its generation: waiters must be woken.
+    fn back_out(&mut self) -> bool {
+        let drained = self
+            .entered
+            .take()
+            .is_some_and(|(shard, generation)| self.tracker.shards.leave(shard, generation));
+        self.tracker.slots.unhold_prepared(self.slot, self.holds);
+        self.tracker.return_permit();
+        drained
+    }
+
+    /// Backs out and hands the offset back, for `SendError::Closed`.
+    fn take_back(self) -> O {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        let drained = this.back_out();
+        let offset = this.tracker.slots.unprepare(this.index, this.slot);
+        if drained {
+            this.tracker.waiter.wake(); // user code, last
+        }
+        offset
+    }
+}
+
+impl<P, O> Drop for Undo<'_, P, O> {
+    /// Only while unwinding: the offset stays in the slot for its next user
+    /// to drop, and a waker's panic is swallowed (one panic is on its way).
+    fn drop(&mut self) {
+        let drained = self.back_out();
+        self.tracker.slots.abandon_prepared(self.index, self.slot);
+        if drained {
+            self.tracker.waiter.wake_quietly();
+        }
+    }
+}
