@@ -557,12 +557,8 @@ where
         let Some(watermarks) = &self.watermarks else {
             return result;
         };
-        result.committable_records =
-            watermarks.take(self.partitions.numbered(), &self.slots, |number, offset| {
-                if let Some(partition) = self.partitions.key(number) {
-                    result.offsets.insert(partition.clone(), offset.clone());
-                }
-            });
+        // The statistics first: they clone keys (user code), and a panic
+        // there must come before any advance is taken.
         let mut largest: Option<(usize, u64)> = None;
         watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
             if backlog.stopped {
@@ -581,6 +577,12 @@ where
         });
         result.largest_backlog = largest
             .and_then(|(number, records)| Some((self.partitions.key(number)?.clone(), records)));
+        result.committable_records =
+            watermarks.take(self.partitions.numbered(), &self.slots, |number, offset| {
+                if let Some(partition) = self.partitions.key(number) {
+                    result.offsets.insert(partition.clone(), offset.clone());
+                }
+            });
         result
     }
 

@@ -464,6 +464,30 @@ fn a_put_back_mark_is_superseded_by_a_newer_advance() {
     assert_all_dropped(tracker);
 }
 
+/// `committable_with_stats` clones keys for its statistics too (the
+/// largest backlog, stopped partitions): before it takes any advance.
+#[test]
+fn committable_with_stats_whose_statistics_panic_loses_no_advance() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    let a = send(&tracker, 0, 1);
+    let waiting = send(&tracker, 1, 2); // partition 1's backlog
+    tracker.ack(a).unwrap();
+    arm(Act::Clone, K + 1);
+    expect_planned_panic("committable_with_stats", || {
+        tracker.committable_with_stats()
+    });
+    let now = tracker.committable_with_stats();
+    assert_eq!(ids(&now.offsets), vec![(0, 1)]);
+    assert_eq!(now.committable_records, 1);
+    assert_eq!(
+        now.largest_backlog.as_ref().map(|(k, n)| (k.id - K, *n)),
+        Some((1, 1))
+    );
+    drop(now);
+    tracker.ack(waiting).unwrap();
+    assert_all_dropped(tracker);
+}
+
 /// A flush's `wait` clones offsets and keys (and hashes keys into its map)
 /// only once everything is folded; a panic there leaves the flush as it
 /// was, and the next `wait` returns the offsets.
