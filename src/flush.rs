@@ -78,6 +78,13 @@ enum Phase {
 #[must_use = "dropping a Flush aborts it"]
 pub struct Flush<'t, P, O> {
     pub(crate) tracker: &'t Tracker<P, O>,
+    pub(crate) state: FlushState,
+}
+
+/// A flush's own state, whoever holds the tracker: a [`Flush`] (by
+/// reference) or an [`OwnedFlush`] (by `Arc`).
+#[derive(Debug)]
+pub(crate) struct FlushState {
     /// The number of the generation `begin_flush` sealed.
     upto: u64,
     /// Every covered generation has been folded into the carry.
@@ -93,9 +100,7 @@ where
     pub(crate) fn new(tracker: &'t Tracker<P, O>, upto: u64) -> Self {
         Self {
             tracker,
-            upto,
-            folded: false,
-            phase: Phase::Pending,
+            state: FlushState::new(upto),
         }
     }
 
@@ -130,11 +135,75 @@ where
     /// });
     /// ```
     pub fn wait(&mut self, timeout: Duration) -> Result<HashMap<P, O>, FlushError> {
+        self.state.wait(self.tracker, timeout)
+    }
+
+    /// Releases the carried offsets: the records up to this flush's seal are
+    /// committed. Call after [`wait`](Self::wait) returned `Ok` and you
+    /// stored its offsets. Otherwise returns [`FlushError::NotReady`] and
+    /// aborts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::<u8, u8>::new();
+    /// let flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.commit(), Err(FlushError::NotReady));
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert!(flush.wait(Duration::ZERO).unwrap().is_empty());
+    /// flush.commit().unwrap();
+    /// ```
+    pub fn commit(mut self) -> Result<(), FlushError> {
+        self.state.commit(self.tracker)
+    }
+
+    /// Gives up on this flush. The next flush covers this one's records as
+    /// well as newer ones; offsets merge, later sends winning. Dropping a
+    /// `Flush` does the same.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let tracker = inflight::Tracker::new();
+    /// let old = tracker.send("p", 1_u64).unwrap();
+    /// tracker.begin_flush().unwrap().abort();
+    /// let new = tracker.send("p", 2_u64).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.pending(), 2); // both generations are covered
+    /// tracker.ack(old).unwrap();
+    /// tracker.ack(new).unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO).unwrap()["p"], 2);
+    /// ```
+    pub fn abort(self) {}
+
+    /// Covered records not yet resolved.
+    pub fn pending(&self) -> usize {
+        self.state.pending(self.tracker)
+    }
+}
+
+impl FlushState {
+    pub(crate) fn new(upto: u64) -> Self {
+        Self {
+            upto,
+            folded: false,
+            phase: Phase::Pending,
+        }
+    }
+
+    fn wait<P, O>(
+        &mut self,
+        tracker: &Tracker<P, O>,
+        timeout: Duration,
+    ) -> Result<HashMap<P, O>, FlushError>
+    where
+        P: Hash + Eq + Clone + Send + Sync,
+        O: Clone + Send + Sync,
+    {
         if self.is_interrupted() {
             return Err(FlushError::Interrupted);
         }
-        let drained = self.tracker.block_until_drained(timeout, || self.advance());
-        self.finish(drained)
+        let drained = tracker.block_until_drained(timeout, || self.advance(tracker));
+        self.finish(tracker, drained)
     }
 
     /// Whether a wait of this flush received an interrupt: every later wait
@@ -144,12 +213,17 @@ where
     }
 
     /// The result of a wait (blocking or async) that ended with `drained`.
-    pub(crate) fn finish(
+    pub(crate) fn finish<P, O>(
         &mut self,
+        tracker: &Tracker<P, O>,
         drained: Result<(), FlushError>,
-    ) -> Result<HashMap<P, O>, FlushError> {
+    ) -> Result<HashMap<P, O>, FlushError>
+    where
+        P: Hash + Eq + Clone + Send + Sync,
+        O: Clone + Send + Sync,
+    {
         match drained {
-            Ok(()) => self.outcome(),
+            Ok(()) => self.outcome(tracker),
             Err(FlushError::Interrupted) => {
                 self.phase = Phase::Interrupted;
                 Err(FlushError::Interrupted)
@@ -159,17 +233,21 @@ where
     }
 
     /// The result once nothing covered is pending.
-    fn outcome(&mut self) -> Result<HashMap<P, O>, FlushError> {
+    fn outcome<P, O>(&mut self, tracker: &Tracker<P, O>) -> Result<HashMap<P, O>, FlushError>
+    where
+        P: Hash + Eq + Clone + Send + Sync,
+        O: Clone + Send + Sync,
+    {
         // SAFETY: this flush holds the tracker's `flushing` flag, which makes
         // it the only user of the carry.
-        let carry = self.tracker.carry.with(|c| unsafe { &*c });
+        let carry = tracker.carry.with(|c| unsafe { &*c });
         if carry.failed > 0 {
             return Err(FlushError::Failed {
                 failed: carry.failed,
             });
         }
-        let slots = &self.tracker.slots;
-        let partitions = &self.tracker.partitions;
+        let slots = &tracker.slots;
+        let partitions = &tracker.partitions;
         let mut offsets = HashMap::with_capacity(carry.slots.iter().filter(|&&s| s != 0).count());
         for (number, &slot) in carry.slots.iter().enumerate() {
             let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
@@ -190,11 +268,10 @@ where
     /// covered records are still pending, or [`FlushError::Failed`] as soon
     /// as a covered record failed (guarantee 15): the flush can then never
     /// succeed, so nobody should wait for the rest.
-    pub(crate) fn advance(&mut self) -> Result<usize, FlushError> {
+    pub(crate) fn advance<P, O>(&mut self, tracker: &Tracker<P, O>) -> Result<usize, FlushError> {
         if self.folded {
             return Ok(0);
         }
-        let tracker = self.tracker;
         let guard = epoch::pin();
         // SAFETY: this flush holds the `flushing` flag (see `outcome`).
         let carry = tracker.carry.with_mut(|c| unsafe { &mut *c });
@@ -246,60 +323,125 @@ where
         Ok(pending)
     }
 
-    /// Releases the carried offsets: the records up to this flush's seal are
-    /// committed. Call after [`wait`](Self::wait) returned `Ok` and you
-    /// stored its offsets. Otherwise returns [`FlushError::NotReady`] and
-    /// aborts.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use inflight::{FlushError, Tracker};
-    /// let tracker = Tracker::<u8, u8>::new();
-    /// let flush = tracker.begin_flush().unwrap();
-    /// assert_eq!(flush.commit(), Err(FlushError::NotReady));
-    /// let mut flush = tracker.begin_flush().unwrap();
-    /// assert!(flush.wait(Duration::ZERO).unwrap().is_empty());
-    /// flush.commit().unwrap();
-    /// ```
-    pub fn commit(self) -> Result<(), FlushError> {
+    fn commit<P, O>(&mut self, tracker: &Tracker<P, O>) -> Result<(), FlushError> {
         if self.phase != Phase::Ready {
             return Err(FlushError::NotReady);
         }
         // SAFETY: this flush holds the `flushing` flag (see `outcome`).
-        let carry = self.tracker.carry.with_mut(|c| unsafe { &mut *c });
+        let carry = tracker.carry.with_mut(|c| unsafe { &mut *c });
         for slot in carry.slots.iter_mut() {
             if let Some(index) = std::mem::take(slot).checked_sub(1) {
                 // No user code: the offset is dropped at the slot's reuse.
-                self.tracker.slots.release(index, HELD);
+                tracker.slots.release(index, HELD);
             }
         }
         Ok(())
     }
 
-    /// Gives up on this flush. The next flush covers this one's records as
-    /// well as newer ones; offsets merge, later sends winning. Dropping a
-    /// `Flush` does the same.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let tracker = inflight::Tracker::new();
-    /// let old = tracker.send("p", 1_u64).unwrap();
-    /// tracker.begin_flush().unwrap().abort();
-    /// let new = tracker.send("p", 2_u64).unwrap();
-    /// let mut flush = tracker.begin_flush().unwrap();
-    /// assert_eq!(flush.pending(), 2); // both generations are covered
-    /// tracker.ack(old).unwrap();
-    /// tracker.ack(new).unwrap();
-    /// assert_eq!(flush.wait(Duration::ZERO).unwrap()["p"], 2);
-    /// ```
-    pub fn abort(self) {}
-
-    /// Covered records not yet resolved.
-    pub fn pending(&self) -> usize {
+    fn pending<P, O>(&self, tracker: &Tracker<P, O>) -> usize
+    where
+        P: Hash + Eq + Clone + Send + Sync,
+        O: Clone + Send + Sync,
+    {
         if self.folded {
             return 0;
         }
-        self.tracker.pending_through(self.upto)
+        tracker.pending_through(self.upto)
+    }
+}
+
+/// A barrier flush that holds its tracker by `Arc`, from
+/// [`Tracker::begin_flush_owned`]. It is a [`Flush`] in every other way
+/// (the same methods and rules; see there), but `Send + 'static`: it can
+/// be kept in a struct next to the `Arc<Tracker>` or moved into a spawned
+/// task.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use inflight::{OwnedFlush, Tracker};
+///
+/// struct Committer {
+///     tracker: Arc<Tracker<&'static str, u64>>,
+///     flush: Option<OwnedFlush<&'static str, u64>>,
+/// }
+///
+/// let tracker = Arc::new(Tracker::new());
+/// let ticket = tracker.send("p", 1_u64).unwrap();
+/// let mut committer = Committer { flush: tracker.begin_flush_owned().ok(), tracker };
+/// committer.tracker.ack(ticket).unwrap();
+/// let mut flush = committer.flush.take().unwrap();
+/// assert_eq!(flush.wait(Duration::from_secs(1)).unwrap()["p"], 1);
+/// flush.commit().unwrap();
+/// ```
+#[must_use = "dropping an OwnedFlush aborts it"]
+pub struct OwnedFlush<P, O> {
+    // The user's `Arc` (the public API's), not shared memory of the crate's
+    // own, so it is std's even under loom.
+    tracker: std::sync::Arc<Tracker<P, O>>,
+    state: FlushState,
+}
+
+impl<P, O> OwnedFlush<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    pub(crate) fn new(tracker: std::sync::Arc<Tracker<P, O>>, upto: u64) -> Self {
+        Self {
+            tracker,
+            state: FlushState::new(upto),
+        }
+    }
+
+    /// [`Flush::wait`]: waits until every covered record is resolved, at
+    /// most `timeout`.
+    pub fn wait(&mut self, timeout: Duration) -> Result<HashMap<P, O>, FlushError> {
+        self.state.wait(&self.tracker, timeout)
+    }
+
+    /// [`Flush::wait_async`]: waits without blocking a thread. Cancel-safe.
+    // Not an `async fn`: the signature promises `Send` (see `Flush`).
+    #[allow(clippy::manual_async_fn)]
+    pub fn wait_async(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<HashMap<P, O>, FlushError>> + Send + '_ {
+        self.state.wait_async(&self.tracker)
+    }
+
+    /// [`Flush::commit`]: releases the carried offsets, after `wait`
+    /// returned `Ok`; otherwise [`FlushError::NotReady`], and aborts.
+    pub fn commit(mut self) -> Result<(), FlushError> {
+        let tracker = std::sync::Arc::clone(&self.tracker);
+        self.state.commit(&tracker)
+    }
+
+    /// [`Flush::abort`]: gives up on this flush; dropping it does the same.
+    pub fn abort(self) {}
+
+    /// [`Flush::pending`]: covered records not yet resolved.
+    pub fn pending(&self) -> usize {
+        self.state.pending(&self.tracker)
+    }
+
+    /// The tracker this flush belongs to.
+    pub fn tracker(&self) -> &std::sync::Arc<Tracker<P, O>> {
+        &self.tracker
+    }
+}
+
+impl<P, O> Drop for OwnedFlush<P, O> {
+    fn drop(&mut self) {
+        self.tracker.end_flush();
+    }
+}
+
+impl<P, O> fmt::Debug for OwnedFlush<P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedFlush")
+            .field("phase", &self.state.phase)
+            .field("folded", &self.state.folded)
+            .finish_non_exhaustive()
     }
 }
 
@@ -326,8 +468,8 @@ impl<P, O> Drop for Flush<'_, P, O> {
 impl<P, O> fmt::Debug for Flush<'_, P, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Flush")
-            .field("phase", &self.phase)
-            .field("folded", &self.folded)
+            .field("phase", &self.state.phase)
+            .field("folded", &self.state.folded)
             .finish_non_exhaustive()
     }
 }

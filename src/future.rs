@@ -32,8 +32,9 @@
 //! `Flush` exactly as a `wait` that timed out would, and an interrupt it
 //! did not take stays for the next wait.
 
+use crate::flush::FlushState;
 use crate::waiter::WakerRegistration;
-use crate::{Flush, FlushError, Tracker};
+use crate::{Flush, FlushError, SendError, Ticket, Tracker};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -189,16 +190,27 @@ where
     pub fn wait_async<'f>(
         &'f mut self,
     ) -> impl Future<Output = Result<HashMap<P, O>, FlushError>> + Send + use<'f, 't, P, O> {
-        async move {
-            if self.is_interrupted() {
-                return Err(FlushError::Interrupted);
-            }
-            let tracker = self.tracker;
-            let drained = UntilDrained::new(tracker, || self.advance()).await;
-            // In the poll that resolved `UntilDrained`: a taken interrupt is
-            // recorded before the future can be dropped.
-            self.finish(drained)
+        self.state.wait_async(self.tracker)
+    }
+}
+
+impl FlushState {
+    /// The async wait of a [`Flush`] or an [`OwnedFlush`](crate::OwnedFlush).
+    pub(crate) async fn wait_async<P, O>(
+        &mut self,
+        tracker: &Tracker<P, O>,
+    ) -> Result<HashMap<P, O>, FlushError>
+    where
+        P: Hash + Eq + Clone + Send + Sync,
+        O: Clone + Send + Sync,
+    {
+        if self.is_interrupted() {
+            return Err(FlushError::Interrupted);
         }
+        let drained = UntilDrained::new(tracker, || self.advance(tracker)).await;
+        // In the poll that resolved `UntilDrained`: a taken interrupt is
+        // recorded before the future can be dropped.
+        self.finish(tracker, drained)
     }
 }
 
@@ -207,6 +219,46 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
+    /// [`send`](Self::send), awaiting room on a bounded tracker: the async
+    /// [`send_timeout`](Self::send_timeout), for any executor. Where `send`
+    /// would return [`SendError::Full`] because the capacity is reached, the
+    /// future waits until a record is resolved (woken by that resolution)
+    /// and sends then. It resolves to `SendError::Closed` with the record
+    /// after [`close`](Self::close) (which wakes it), and to
+    /// `SendError::Full` at once on a tracker without a capacity.
+    ///
+    /// Cancel-safe: dropping the future before it is ready sends nothing
+    /// (the record is dropped with it) and unregisters its waker. Use your
+    /// runtime's timeout, or [`send_timeout`](Self::send_timeout).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use inflight::Tracker;
+    ///
+    /// #[tokio::main]
+    /// async fn main() {
+    ///     let tracker = Arc::new(Tracker::with_capacity(1));
+    ///     let first = tracker.send("p", 1_u64).unwrap();
+    ///     let acker = Arc::clone(&tracker);
+    ///     tokio::spawn(async move { acker.ack(first).unwrap() });
+    ///     let second = tracker.send_async("p", 2).await.unwrap(); // waits for the ack
+    ///     tracker.ack(second).unwrap();
+    /// }
+    /// ```
+    // Not an `async fn`: the signature promises `Send`.
+    #[allow(clippy::manual_async_fn)]
+    pub fn send_async(
+        &self,
+        partition: P,
+        offset: O,
+    ) -> impl Future<Output = Result<Ticket, SendError<P, O>>> + Send + '_ {
+        SendWhenRoom {
+            tracker: self,
+            record: Some((partition, offset)),
+            registration: None,
+        }
+    }
+
     /// Waits, without blocking a thread, until every record sent before
     /// this call is resolved: the async [`drain`](Self::drain), for any
     /// executor.
@@ -353,5 +405,71 @@ mod tests {
         assert_eq!(wakes(&count), 1);
         let poll = drain.as_mut().poll(&mut Context::from_waker(&waker));
         assert_eq!(poll, Poll::Ready(Ok(())));
+    }
+}
+
+/// The future of [`Tracker::send_async`]: sends its record once there is
+/// room. See there.
+struct SendWhenRoom<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    /// The record, until it is sent or handed back.
+    record: Option<(P, O)>,
+    /// This task's entry in the tracker's `room` registry, once it has one.
+    registration: Option<WakerRegistration>,
+}
+
+// No field is pinned: the record moves in and out of its `Option` by value.
+impl<P, O> Unpin for SendWhenRoom<'_, P, O> {}
+
+impl<P, O> Future for SendWhenRoom<'_, P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    type Output = Result<Ticket, SendError<P, O>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let tracker = this.tracker;
+        loop {
+            // As an `async fn`'s future does, panic if polled after `Ready`
+            // (the `Future` contract allows it; safe code never does it).
+            let Some((partition, offset)) = this.record.take() else {
+                panic!("`send_async` future polled after it completed");
+            };
+            let mut no_permit = false;
+            match tracker.send_noting(partition, offset, &mut no_permit) {
+                Err(SendError::Full(partition, offset)) if no_permit => {
+                    this.record = Some((partition, offset));
+                }
+                done => {
+                    this.unregister();
+                    return Poll::Ready(done);
+                }
+            }
+            match &mut this.registration {
+                Some(registration) if registration.wakes(cx.waker()) => {}
+                Some(registration) => tracker.room.replace_waker(registration, cx.waker()),
+                None => this.registration = Some(tracker.room.register_waker(cx.waker())),
+            }
+            // Registered: flag and look again (see `Tracker::want_room`).
+            if !tracker.want_room() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+impl<P, O> SendWhenRoom<'_, P, O> {
+    fn unregister(&mut self) {
+        if let Some(registration) = self.registration.take() {
+            self.tracker.room.unregister_waker(registration);
+        }
+    }
+}
+
+impl<P, O> Drop for SendWhenRoom<'_, P, O> {
+    fn drop(&mut self) {
+        self.unregister();
     }
 }

@@ -74,6 +74,7 @@
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
 use crate::sync::{AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
+use std::time::Instant;
 
 /// How many count shards a tracker has. Two under loom: enough for the
 /// models to reach a shard that lags behind `open`, few enough to keep them
@@ -346,6 +347,10 @@ pub(crate) struct Generation {
     /// which keeps every generation from there on alive (they are folded
     /// oldest first).
     pub(crate) prev: *const Generation,
+    /// When the generation opened (its predecessor was sealed): the age of
+    /// its records, to within the time it stayed open (for `stats` only;
+    /// the hot path reads no clock).
+    pub(crate) opened: Instant,
     /// Under loom, reports a generation that is never freed.
     _leak_check: LeakCheck,
 }
@@ -355,6 +360,7 @@ impl Generation {
         Self {
             id,
             prev,
+            opened: Instant::now(),
             pending: CachePadded::new(AtomicU64::new(SHARDS as u64 * UNIT)),
             failed: AtomicUsize::new(0),
             next: Atomic::null(),

@@ -139,6 +139,7 @@ mod resolve;
 mod seal;
 mod send;
 mod slab;
+mod stats;
 mod sync;
 mod ticket;
 mod tracker;
@@ -146,7 +147,8 @@ mod waiter;
 mod watermark;
 
 pub use error::{BeginFlushError, FlushError, ResolveError, SendError};
-pub use flush::Flush;
+pub use flush::{Flush, OwnedFlush};
+pub use stats::{Stats, Unresolved, LARGEST_PARTITIONS};
 pub use ticket::Ticket;
 pub use tracker::{Builder, Tracker};
 pub use watermark::Committable;

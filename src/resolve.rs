@@ -87,12 +87,12 @@ where
         }
         let resolved = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
         if let Some(watermarks) = &self.watermarks {
-            self.return_permit();
+            let room = self.return_permit();
             // The record stays queued (so not freed) and live in its
             // generation until the watermark passes it; the advance (ours or
             // the thread's already advancing) counts it out of both.
             debug_assert!(!resolved.freed);
-            watermarks.advance(
+            let drained = watermarks.advance(
                 &self.slots,
                 resolved.partition as usize,
                 |entered, n, failed| {
@@ -106,8 +106,9 @@ where
                     // fails at once (guarantee 15).
                     self.shards.leave_many(shard, generation, n) || failed != 0
                 },
-                || self.waiter.wake(),
             );
+            // Wakers are user code: last.
+            self.wake(drained, room);
             return Ok(());
         }
         let freed = resolved.freed;
@@ -120,7 +121,7 @@ where
         if outcome == Outcome::Fail {
             generation.add_failed(1);
         }
-        self.return_permit();
+        let room = self.return_permit();
         let drained = self.shards.leave(shard, generation);
         // The generation may be gone from here on; the slot is still ours.
         // Its offset stays in it until its reuse: no user code here.
@@ -129,9 +130,7 @@ where
         }
         // A failure wakes waiters too: a flush that covers it fails at once
         // (guarantee 15). Wakers are user code: last.
-        if drained || outcome == Outcome::Fail {
-            self.waiter.wake();
-        }
+        self.wake(drained || outcome == Outcome::Fail, room);
         Ok(())
     }
 }

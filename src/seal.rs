@@ -9,7 +9,7 @@
 use crate::generation::{Generation, SHARDS};
 use crate::sync::epoch::{self, Guard, Owned, Shared};
 use crate::sync::{Ordering, SPINS_BEFORE_PARK};
-use crate::{BeginFlushError, Flush, FlushError, Tracker};
+use crate::{BeginFlushError, Flush, FlushError, OwnedFlush, Tracker};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -113,6 +113,43 @@ where
     /// assert!(tracker.begin_flush().is_ok());
     /// ```
     pub fn begin_flush(&self) -> Result<Flush<'_, P, O>, BeginFlushError> {
+        self.start_flush(|upto| Flush::new(self, upto))
+    }
+
+    /// [`begin_flush`](Self::begin_flush) for a tracker in an `Arc`: the
+    /// flush holds a clone of the `Arc` instead of a borrow, so it is
+    /// `Send + 'static` and can live beside the `Arc` in a struct or move
+    /// into a spawned task (as tokio's `acquire_owned` does). Same methods,
+    /// same rules: one flush at a time, owned or not.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use inflight::{OwnedFlush, Tracker};
+    ///
+    /// #[tokio::main]
+    /// async fn main() {
+    ///     let tracker = Arc::new(Tracker::new());
+    ///     let ticket = tracker.send("p", 5_u64).unwrap();
+    ///     let mut flush: OwnedFlush<&str, u64> = tracker.begin_flush_owned().unwrap();
+    ///     let committer = tokio::spawn(async move {
+    ///         let offsets = flush.wait_async().await.unwrap();
+    ///         flush.commit().unwrap();
+    ///         offsets
+    ///     });
+    ///     tracker.ack(ticket).unwrap();
+    ///     assert_eq!(committer.await.unwrap()["p"], 5);
+    /// }
+    /// ```
+    pub fn begin_flush_owned(
+        self: &std::sync::Arc<Self>,
+    ) -> Result<OwnedFlush<P, O>, BeginFlushError> {
+        self.start_flush(|upto| OwnedFlush::new(std::sync::Arc::clone(self), upto))
+    }
+
+    /// Takes the `flushing` flag, seals, captures, and makes the flush with
+    /// `make(upto)` before any user code runs (a waker, last): if that
+    /// panics, dropping the flush gives the flag back.
+    fn start_flush<F>(&self, make: impl FnOnce(u64) -> F) -> Result<F, BeginFlushError> {
         // Acquire: takes ownership of the carry from the previous flush's
         // Release store of `false`.
         if self
@@ -139,7 +176,7 @@ where
         let wakes = self.capture_through(upto, &guard);
         // The flush before any user code: if a waker panics, dropping it
         // gives up the `flushing` flag.
-        let flush = Flush::new(self, upto);
+        let flush = make(upto);
         if wakes {
             self.waiter.wake();
         }

@@ -13,6 +13,7 @@ use crate::sync::{thread_index, Ordering};
 use crate::ticket::Ticket;
 use crate::{SendError, Tracker};
 use std::hash::Hash;
+use std::time::{Duration, Instant};
 
 impl<P, O> Tracker<P, O>
 where
@@ -45,7 +46,20 @@ where
     /// assert_eq!(tracker.in_flight(), 1);
     /// # tracker.ack(ticket).unwrap();
     /// ```
+    #[inline]
     pub fn send(&self, partition: P, offset: O) -> Result<Ticket, SendError<P, O>> {
+        self.send_noting(partition, offset, &mut false)
+    }
+
+    /// [`send`](Self::send), setting `no_permit` when it returns `Full`
+    /// because the capacity is reached (not the slots or partitions).
+    #[inline(always)]
+    pub(crate) fn send_noting(
+        &self,
+        partition: P,
+        offset: O,
+        no_permit: &mut bool,
+    ) -> Result<Ticket, SendError<P, O>> {
         // Relaxed: a fast path only; the re-check after entering decides.
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(partition, offset));
@@ -65,6 +79,7 @@ where
         };
         if !self.take_permit() {
             self.slots.recycle_slot(index, slot);
+            *no_permit = true;
             return Err(SendError::Full(partition, offset));
         }
         // Held in advance: once the partition cell points at the slot, a
@@ -90,7 +105,7 @@ where
         undo.entered = Some((shard, generation));
         if wakes {
             // A capture this send made for a sealer drained a generation.
-            self.waiter.wake(); // user code: `undo` backs out if it panics
+            self.wake(true, false); // user code: `undo` backs out if it panics
         }
 
         // Acquire: pairs with `close`'s Release store. Either this record's
@@ -121,6 +136,78 @@ where
         }
         self.slots.publish(slot);
         Ok(Ticket::new(self.id, index, tag))
+    }
+
+    /// [`send`](Self::send), waiting at most `timeout` for room on a
+    /// bounded tracker: where `send` would return [`SendError::Full`]
+    /// because [`capacity`](Self::capacity) records are in flight, this
+    /// waits until one is resolved (woken by it, not by polling) and sends
+    /// then. On timeout the record comes back in `SendError::Full`, as it
+    /// does at once from a tracker without a capacity (whose `Full` means
+    /// its 2^24 − 1 slots or partitions are all taken); after
+    /// [`close`](Self::close), in `SendError::Closed`, which also ends a
+    /// wait. A zero timeout is [`send`](Self::send).
+    ///
+    /// Nothing on the `send`/`ack` path slows down for this: a resolution
+    /// returns its permit with the same one atomic step as always, which
+    /// tells it whether anyone waits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{SendError, Tracker};
+    ///
+    /// let tracker = Tracker::with_capacity(1);
+    /// let first = tracker.send("p", 1_u64).unwrap();
+    /// let full = tracker.send_timeout("p", 2, Duration::from_millis(1));
+    /// assert!(matches!(full, Err(SendError::Full("p", 2))));
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| tracker.ack(first).unwrap());
+    ///     let second = tracker.send_timeout("p", 2, Duration::from_secs(60)).unwrap();
+    ///     tracker.ack(second).unwrap();
+    /// });
+    /// ```
+    pub fn send_timeout(
+        &self,
+        partition: P,
+        offset: O,
+        timeout: Duration,
+    ) -> Result<Ticket, SendError<P, O>> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut record = (partition, offset);
+        let mut registration = None;
+        let result = loop {
+            let mut no_permit = false;
+            let (partition, offset) = match self.send_noting(record.0, record.1, &mut no_permit) {
+                Ok(ticket) => break Ok(ticket),
+                // Out of slots or partitions, not permits: for good.
+                Err(SendError::Full(partition, offset)) if !no_permit => {
+                    break Err(SendError::Full(partition, offset))
+                }
+                Err(SendError::Full(partition, offset)) => (partition, offset),
+                Err(closed) => break Err(closed),
+            };
+            record = (partition, offset);
+            let remaining = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                None => Duration::MAX,
+            };
+            if remaining.is_zero() {
+                break Err(SendError::Full(record.0, record.1));
+            }
+            let Some(registered) = &registration else {
+                // Register, then flag and look again (see `want_room`).
+                registration = Some(self.room.register());
+                continue;
+            };
+            // Room now: send again. Else the next resolution wakes us.
+            if !self.want_room() {
+                registered.park_timeout(remaining);
+            }
+        };
+        if let Some(registration) = registration {
+            self.room.unregister(registration);
+        }
+        result
     }
 
     /// Counts a record into the open generation through `shard`, retrying
@@ -192,26 +279,25 @@ struct Undo<'t, P, O> {
 }
 
 impl<P, O> Undo<'_, P, O> {
-    /// Everything but the slot itself; runs no user code. Returns true if
-    /// the record's leave drained its generation: waiters must be woken.
-    fn back_out(&mut self) -> bool {
+    /// Everything but the slot itself; runs no user code. Returns whether
+    /// the record's leave drained its generation (waiters must be woken)
+    /// and whether a sender waits for the permit it gave back.
+    fn back_out(&mut self) -> (bool, bool) {
         let drained = self
             .entered
             .take()
             .is_some_and(|(shard, generation)| self.tracker.shards.leave(shard, generation));
         self.tracker.slots.unhold_prepared(self.slot, self.holds);
-        self.tracker.return_permit();
-        drained
+        let room = self.tracker.return_permit();
+        (drained, room)
     }
 
     /// Backs out and hands the offset back, for `SendError::Closed`.
     fn take_back(self) -> O {
         let mut this = std::mem::ManuallyDrop::new(self);
-        let drained = this.back_out();
+        let (drained, room) = this.back_out();
         let offset = this.tracker.slots.unprepare(this.index, this.slot);
-        if drained {
-            this.tracker.waiter.wake(); // user code, last
-        }
+        this.tracker.wake(drained, room); // user code, last
         offset
     }
 }
@@ -220,10 +306,8 @@ impl<P, O> Drop for Undo<'_, P, O> {
     /// Only while unwinding: the offset stays in the slot for its next user
     /// to drop, and a waker's panic is swallowed (one panic is on its way).
     fn drop(&mut self) {
-        let drained = self.back_out();
+        let (drained, room) = self.back_out();
         self.tracker.slots.abandon_prepared(self.index, self.slot);
-        if drained {
-            self.tracker.waiter.wake_quietly();
-        }
+        self.tracker.wake_quietly(drained, room);
     }
 }

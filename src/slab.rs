@@ -98,7 +98,10 @@ const STATUS: u64 = 0b11;
 pub(crate) const HELD: u64 = 0b100;
 pub(crate) const QUEUED: u64 = 0b1000;
 pub(crate) const MARKED: u64 = 0b1_0000;
-const HOLDS: u64 = HELD | QUEUED | MARKED;
+/// A hold taken by [`Tracker::oldest_unresolved`](crate::Tracker::oldest_unresolved)
+/// while it copies a record's offset.
+pub(crate) const INSPECTED: u64 = 0b100_0000;
+const HOLDS: u64 = HELD | QUEUED | MARKED | INSPECTED;
 /// On a `FREE` slot: it still holds the offset of the record it last held,
 /// not yet dropped. Whoever next takes the slot from a free list drops it
 /// (see [`Slab::alloc`]), so no user `Drop` runs while the crate's
@@ -674,6 +677,53 @@ impl<O> Slab<O> {
         slot.covered.store(covered, Ordering::Relaxed);
         let previous = slot.state.fetch_or(MARKED, Ordering::Relaxed);
         debug_assert!(previous & (HELD | QUEUED) != 0 && previous & MARKED == 0);
+    }
+
+    /// Calls `f(index, state, partition, generation)` for every slot that
+    /// holds an unresolved record (a moment's snapshot: the record may be
+    /// resolved, and the slot reused, as `f` looks; `state` is what was
+    /// read, for [`inspect`](Self::inspect)).
+    pub(crate) fn for_each_live(&self, mut f: impl FnMut(usize, u64, u32, *const ())) {
+        // Relaxed: only bounds the scan; pages below it exist.
+        let used = self.next_unused.load(Ordering::Relaxed);
+        for index in 0..used {
+            let Some(slot) = self.get(index) else { break };
+            // Acquire: pairs with the sender's Release publish, so the
+            // partition and generation read next are this record's, unless
+            // the slot moves on meanwhile (`inspect` then fails).
+            let state = slot.state.load(Ordering::Acquire);
+            if status(state) == LIVE {
+                // Relaxed, both: ordered by the Acquire above.
+                let partition = slot.link.load(Ordering::Relaxed);
+                let generation = slot.generation.load(Ordering::Relaxed);
+                f(index, state, partition, generation);
+            }
+        }
+    }
+
+    /// Takes the `INSPECTED` hold on `index` if it still holds the
+    /// unresolved record of `state` (same tag, still `LIVE`) and nobody
+    /// else inspects it: the record's offset then stays put until
+    /// [`release`](Self::release) of that hold.
+    pub(crate) fn inspect(&self, index: usize, state: u64) -> bool {
+        let slot = self.slot(index);
+        let mut current = state;
+        loop {
+            if tag(current) != tag(state) || status(current) != LIVE || current & INSPECTED != 0 {
+                return false;
+            }
+            // AcqRel: Acquire, as in `resolve`; Release, since a resolver's
+            // Acquire may read this write.
+            match slot.state.compare_exchange_weak(
+                current,
+                current | INSPECTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
+        }
     }
 
     /// The status of a slot, for tests and debugging.

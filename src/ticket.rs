@@ -50,6 +50,32 @@ const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 /// counted in [`Tracker::in_flight`](crate::Tracker::in_flight) and holds back
 /// every flush that covers it. Nothing is ever silently forgotten.
 ///
+/// # The raw form, and its ABA bound
+///
+/// [`into_raw`](Ticket::into_raw) packs a ticket into a `u64`:
+///
+/// ```text
+///  63        56 55                    32 31                              0
+/// +------------+------------------------+---------------------------------+
+/// | tracker id |       slot index       |               tag               |
+/// |   8 bits   |        24 bits         |             32 bits             |
+/// +------------+------------------------+---------------------------------+
+/// ```
+///
+/// The tag is the slot's use count, from a random value per tracker; each
+/// reuse of the slot takes the next tag (skipping 0). Any `u64` is safe to
+/// pass to [`Tracker::ack_raw`](crate::Tracker::ack_raw): resolution is one
+/// compare-and-swap from "live with this tag", so a forged, stale, foreign
+/// or duplicate value is an error and changes nothing.
+///
+/// **ABA bound:** a resolved ticket is rejected as long as its slot has been
+/// reused fewer than 2^32 − 1 times since; only a ticket kept across four
+/// billion reuses of one slot could match a newer record. A ticket of
+/// another tracker is rejected by its id byte, and when 256 trackers were
+/// created in between (ids repeat), by the tag: each tracker starts its tags
+/// at its own random value, so it matches a live record about one time in
+/// four billion.
+///
 /// ```
 /// let tracker = inflight::Tracker::new();
 /// let ticket = tracker.send("orders-0", 41_u64).unwrap();
@@ -85,6 +111,7 @@ impl Ticket {
     /// tracker.ack_raw(raw).unwrap();
     /// assert!(tracker.ack_raw(raw).is_err()); // exactly once
     /// ```
+    #[must_use = "the record stays in flight until this value is passed to ack_raw or fail_raw"]
     pub fn into_raw(self) -> u64 {
         self.raw
     }

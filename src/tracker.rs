@@ -18,9 +18,13 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 use crate::ticket::MAX_SLOTS;
 use crate::waiter::Waiter;
 use crate::watermark::Watermarks;
+use std::any::Any;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+
+/// The bit of `permits` that says a sender waits for room.
+const ROOM_WANTED: usize = 1 << (usize::BITS - 1);
 
 /// Tracks records in flight and tells which source offsets are safe to
 /// commit.
@@ -57,7 +61,9 @@ pub struct Tracker<P, O> {
     pub(crate) id: u8,
     /// The bound on records in flight; `None` for an unbounded tracker.
     pub(crate) capacity: Option<usize>,
-    /// Records in flight, counted only when `capacity` is set.
+    /// Records in flight, counted only when `capacity` is set, and the
+    /// `ROOM_WANTED` bit while a `send_timeout` or `send_async` waits for
+    /// one to be resolved.
     pub(crate) permits: AtomicUsize,
     pub(crate) slots: Slab<O>,
     pub(crate) partitions: Partitions<P>,
@@ -81,6 +87,8 @@ pub struct Tracker<P, O> {
     pub(crate) interrupted: AtomicBool,
     pub(crate) closed: AtomicBool,
     pub(crate) waiter: Waiter,
+    /// Where `send_timeout` and `send_async` wait for room.
+    pub(crate) room: Waiter,
     /// Per-partition watermark queues, on a tracker built with them.
     pub(crate) watermarks: Option<Watermarks>,
 }
@@ -166,6 +174,7 @@ where
             interrupted: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             waiter: Waiter::new(),
+            room: Waiter::new(),
             watermarks: watermarks.then(Watermarks::new),
         }
     }
@@ -213,6 +222,8 @@ where
     pub fn close(&self) {
         // Release: see the re-check in `send`.
         self.closed.store(true, Ordering::Release);
+        // Senders waiting for room retry, and find the tracker closed.
+        self.wake(false, true);
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -285,7 +296,7 @@ impl<P, O> Tracker<P, O> {
         // exact (no transient over-count that could refuse a send wrongly).
         let mut current = self.permits.load(Ordering::Relaxed);
         loop {
-            if current >= capacity {
+            if current & !ROOM_WANTED >= capacity {
                 return false;
             }
             match self.permits.compare_exchange_weak(
@@ -300,11 +311,85 @@ impl<P, O> Tracker<P, O> {
         }
     }
 
-    pub(crate) fn return_permit(&self) {
-        if self.capacity.is_some() {
-            // Relaxed: as in `take_permit`.
-            self.permits.fetch_sub(1, Ordering::Relaxed);
+    /// Gives a permit back. Returns true if a sender waits for room: the
+    /// caller then calls [`wake`](Self::wake) with `room`, last (wakers are
+    /// user code).
+    #[must_use]
+    pub(crate) fn return_permit(&self) -> bool {
+        if self.capacity.is_none() {
+            return false;
         }
+        // AcqRel: Acquire, when this reads `ROOM_WANTED`, sees the waiting
+        // sender's registration, made before its Release CAS set the bit.
+        self.permits.fetch_sub(1, Ordering::AcqRel) & ROOM_WANTED != 0
+    }
+
+    /// For a sender registered in `room`, after `send` said `Full` for want
+    /// of a permit: true if a permit is free now (send again); false once
+    /// `ROOM_WANTED` is set, in the same atomic step that saw the tracker
+    /// full, so the next [`return_permit`](Self::return_permit) sees it and
+    /// wakes the sender.
+    pub(crate) fn want_room(&self) -> bool {
+        let Some(capacity) = self.capacity else {
+            return true; // cannot happen: no permits, no `Full` for want of one
+        };
+        // Relaxed: the CAS below decides.
+        let mut current = self.permits.load(Ordering::Relaxed);
+        loop {
+            if current & !ROOM_WANTED < capacity {
+                return true;
+            }
+            // AcqRel: Release publishes our registration to the resolver
+            // whose `fetch_sub` reads this (even when the bit was already
+            // set: the write joins the chain it reads); Acquire is for
+            // symmetry.
+            match self.permits.compare_exchange_weak(
+                current,
+                current | ROOM_WANTED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return false,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Wakes the waiters of a flush or drain (`waiters`) and the senders
+    /// waiting for room (`room`). Wakers are user code: call this last. If
+    /// one panics, every waiter is still woken, then the first panic goes on.
+    #[inline]
+    pub(crate) fn wake(&self, waiters: bool, room: bool) {
+        if !(waiters || room) {
+            return;
+        }
+        if let Err(panic) = self.wake_catching(waiters, room) {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// [`wake`](Self::wake), swallowing a waker's panic: for a caller that
+    /// is already unwinding.
+    pub(crate) fn wake_quietly(&self, waiters: bool, room: bool) {
+        let _ = self.wake_catching(waiters, room);
+    }
+
+    #[cold]
+    fn wake_catching(&self, waiters: bool, room: bool) -> Result<(), Box<dyn Any + Send>> {
+        let woken = if waiters {
+            self.waiter.wake_catching()
+        } else {
+            Ok(())
+        };
+        let made_room = if room {
+            // AcqRel: the senders woken below set the bit again (Release)
+            // if they find no room.
+            self.permits.fetch_and(!ROOM_WANTED, Ordering::AcqRel);
+            self.room.wake_catching()
+        } else {
+            Ok(())
+        };
+        woken.and(made_room)
     }
 
     /// Calls `f` on each generation from `oldest` on, through the one

@@ -232,18 +232,14 @@ impl Waiter {
     /// one panics, the others are still woken, and then the first panic
     /// goes on to the caller, which must have finished its bookkeeping.
     pub(crate) fn wake(&self) {
-        if let Err(panic) = self.wake_all() {
+        if let Err(panic) = self.wake_catching() {
             std::panic::resume_unwind(panic);
         }
     }
 
-    /// [`wake`](Self::wake), swallowing a waker's panic: for a caller that
-    /// is already unwinding.
-    pub(crate) fn wake_quietly(&self) {
-        let _ = self.wake_all();
-    }
-
-    fn wake_all(&self) -> Result<(), Box<dyn Any + Send>> {
+    /// [`wake`](Self::wake), handing a waker's panic (the first) back
+    /// instead of passing it on: for a caller with more to wake.
+    pub(crate) fn wake_catching(&self) -> Result<(), Box<dyn Any + Send>> {
         // SeqCst fence: the waker's half of the Dekker pair (module docs);
         // orders the caller's count update (or interrupt) before the load.
         fence(Ordering::SeqCst);

@@ -89,7 +89,7 @@ pub(crate) struct Queue {
     passed: AtomicU64,
     /// Acked records the watermark has passed, in all. Only the advancer
     /// writes it; each mark carries its value at the mark (`Slot::covered`).
-    marked: UnsafeCell<u64>,
+    marked: AtomicU64,
     /// The largest such count `committable` has reported.
     reported: AtomicU64,
     /// A failed record was passed: the watermark never moves again.
@@ -107,7 +107,7 @@ impl Queue {
             work: AtomicU64::new(0),
             head: UnsafeCell::new(0),
             passed: AtomicU64::new(0),
-            marked: UnsafeCell::new(0),
+            marked: AtomicU64::new(0),
             reported: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             mark: AtomicU32::new(0),
@@ -120,6 +120,9 @@ pub(crate) struct Backlog {
     /// Records queued and not yet passed: in flight, or acked behind one that
     /// is.
     pub(crate) records: u64,
+    /// Acked records the watermark passed that no `committable` call has
+    /// taken yet.
+    pub(crate) untaken: u64,
     /// A failed record stopped the partition's watermark.
     pub(crate) stopped: bool,
 }
@@ -171,7 +174,7 @@ impl Watermarks {
     /// them failed, that entered the same generation through the same count
     /// shard (`entered` is their slots' generation word, see
     /// `Slab::set_generation`), and returns true if waiters must be woken;
-    /// `wake()` wakes them.
+    /// so does the advance, for the caller to wake them (user code) last.
     ///
     /// No user code runs while this thread owns `work`: the slots it frees
     /// keep their offsets until they are reused (see `Slab::alloc`), and
@@ -185,17 +188,16 @@ impl Watermarks {
         slots: &Slab<O>,
         partition: usize,
         leave: impl Fn(*const (), u64, u64) -> bool,
-        wake: impl FnOnce(),
-    ) {
+    ) -> bool {
         let Some(queue) = self.queues.get(partition) else {
-            return; // cannot happen: the record was linked into it
+            return false; // cannot happen: the record was linked into it
         };
         // AcqRel: Release hands this resolution to whoever advances (their
         // Acquire on `work`); Acquire, when we become the advancer, takes
         // `head` from the previous advancer's Release reset.
         let mut seen = queue.work.fetch_add(1, Ordering::AcqRel);
         if seen != 0 {
-            return; // the advancer will see our add and go round again
+            return false; // the advancer will see our add and go round again
         }
         seen = 1;
         let mut wakes = false;
@@ -211,9 +213,7 @@ impl Watermarks {
                 Err(now) => seen = now,
             }
         }
-        if wakes {
-            wake(); // user code (wakers), last
-        }
+        wakes
     }
 
     /// Takes the untaken mark of every partition: `f(partition, offset)`
@@ -284,15 +284,18 @@ impl Watermarks {
     /// moment's snapshot: each counter is read once, without a lock.
     pub(crate) fn backlogs(&self, numbered: usize, mut f: impl FnMut(usize, Backlog)) {
         self.for_each(numbered, |partition, queue| {
-            // Relaxed, all three: statistics, a moment's snapshot; the two
-            // counters are read apart, so the difference saturates at 0.
+            // Relaxed, all five: statistics, a moment's snapshot; the pairs
+            // of counters are read apart, so each difference saturates at 0.
             let passed = queue.passed.load(Ordering::Relaxed);
             let sent = queue.sent.load(Ordering::Relaxed);
             let stopped = queue.stopped.load(Ordering::Relaxed);
+            let marked = queue.marked.load(Ordering::Relaxed);
+            let reported = queue.reported.load(Ordering::Relaxed);
             f(
                 partition,
                 Backlog {
                     records: sent.saturating_sub(passed),
+                    untaken: marked.saturating_sub(reported),
                     stopped,
                 },
             );
@@ -437,11 +440,10 @@ fn advance_once<O>(
 /// carries the partition's count of acked records passed so far, `marked`
 /// of them new since the last mark.
 fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) {
-    // SAFETY: only the holder of `work`, the caller, touches `marked`.
-    let total = queue.marked.with_mut(|m| unsafe {
-        *m += std::mem::take(marked);
-        *m
-    });
+    // Relaxed, both: only the holder of `work`, the caller, writes it (the
+    // `work` handover orders the writers); `stats` reads it as a statistic.
+    let total = queue.marked.load(Ordering::Relaxed) + std::mem::take(marked);
+    queue.marked.store(total, Ordering::Relaxed);
     slots.mark(index_of(candidate), total);
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
@@ -473,6 +475,7 @@ fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) 
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[must_use = "the advances are taken: no later call returns them"]
 pub struct Committable<P, O> {
     /// For each partition whose watermark advanced since the previous call,
     /// its new watermark, as [`Tracker::committable`] returns them.
@@ -492,6 +495,63 @@ pub struct Committable<P, O> {
     /// Partitions whose watermark a failed record stopped for good: restart
     /// them from their committed offsets.
     pub stopped: Vec<P>,
+}
+
+impl<P, O> Default for Committable<P, O> {
+    /// Nothing committable and nothing in flight.
+    fn default() -> Self {
+        Self {
+            offsets: HashMap::new(),
+            committable_records: 0,
+            uncommittable_records: 0,
+            partitions_in_flight: 0,
+            largest_backlog: None,
+            stopped: Vec::new(),
+        }
+    }
+}
+
+impl<P: Hash + Eq, O: PartialEq> PartialEq for Committable<P, O> {
+    fn eq(&self, other: &Self) -> bool {
+        self.offsets == other.offsets
+            && self.committable_records == other.committable_records
+            && self.uncommittable_records == other.uncommittable_records
+            && self.partitions_in_flight == other.partitions_in_flight
+            && self.largest_backlog == other.largest_backlog
+            && self.stopped == other.stopped
+    }
+}
+
+impl<P: Hash + Eq, O> Committable<P, O> {
+    /// Merges a later call's result into this one, as a committer that polls
+    /// several times before it stores does: offsets of the later call win
+    /// (as Kafka's `updatedWith`), `committable_records` add up, and the
+    /// statistics, which are snapshots, are the later call's.
+    ///
+    /// ```
+    /// use inflight::{Committable, Tracker};
+    /// let tracker = Tracker::builder().watermarks().build();
+    /// let mut pending = Committable::default();
+    /// let a = tracker.send("p", 1_u64).unwrap();
+    /// tracker.ack(a).unwrap();
+    /// pending.merge(tracker.committable_with_stats());
+    /// let b = tracker.send("p", 2_u64).unwrap();
+    /// let c = tracker.send("q", 9_u64).unwrap();
+    /// tracker.ack(b).unwrap();
+    /// pending.merge(tracker.committable_with_stats());
+    /// assert_eq!(pending.offsets, [("p", 2)].into_iter().collect());
+    /// assert_eq!(pending.committable_records, 2);
+    /// assert_eq!(pending.uncommittable_records, 1); // c, from the later snapshot
+    /// # tracker.ack(c).unwrap();
+    /// ```
+    pub fn merge(&mut self, later: Committable<P, O>) {
+        self.offsets.extend(later.offsets);
+        self.committable_records += later.committable_records;
+        self.uncommittable_records = later.uncommittable_records;
+        self.partitions_in_flight = later.partitions_in_flight;
+        self.largest_backlog = later.largest_backlog;
+        self.stopped = later.stopped;
+    }
 }
 
 impl<P, O> Tracker<P, O>
@@ -529,6 +589,7 @@ where
     /// tracker.ack(t2).unwrap();
     /// assert_eq!(tracker.committable()["orders"], 12);
     /// ```
+    #[must_use = "the advances are taken: no later call returns them"]
     pub fn committable(&self) -> HashMap<P, O> {
         let Some(watermarks) = &self.watermarks else {
             return HashMap::new();
@@ -545,6 +606,7 @@ where
     /// [`committable`](Self::committable), with statistics about what is
     /// not committable yet. The statistics are a moment's snapshot, read
     /// without stopping sends and acks.
+    #[must_use = "the advances are taken: no later call returns them"]
     pub fn committable_with_stats(&self) -> Committable<P, O> {
         let mut result = Committable {
             offsets: HashMap::new(),

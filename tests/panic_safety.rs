@@ -511,6 +511,28 @@ fn wait_with_a_panicking_clone_or_hash_can_be_retried() {
     }
 }
 
+/// The stuck-record report clones what it reports under holds it takes
+/// on the slots; a panicking `Clone` releases them all.
+#[test]
+fn the_stuck_record_report_with_a_panicking_clone_holds_nothing() {
+    let tracker: T = Tracker::new();
+    let a = send(&tracker, 0, 1);
+    let b = send(&tracker, 1, 2);
+    arm(Act::Clone, 2);
+    expect_planned_panic("oldest_unresolved", || tracker.oldest_unresolved(10));
+    tracker.ack(a).unwrap();
+    tracker.ack(b).unwrap();
+    assert_eq!(flush(&tracker), vec![(0, 1), (1, 2)]);
+    // The slots were released: sends reuse them (dropping their offsets).
+    for offset in 3..6 {
+        let t = send(&tracker, 0, offset);
+        tracker.ack(t).unwrap();
+    }
+    assert!(tracker.oldest_unresolved(10).is_empty());
+    assert_usable(&tracker, 9);
+    assert_all_dropped(tracker);
+}
+
 // ---- P: Hash, Eq, Clone, Drop in send ------------------------------------------
 
 /// `send` hashes, compares and (for a new partition) clones its key before

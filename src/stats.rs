@@ -1,0 +1,263 @@
+//! What a metrics poll or an operator asks: [`Tracker::stats`], a snapshot
+//! that takes nothing, and [`Tracker::oldest_unresolved`], which names the
+//! records holding everything back.
+//!
+//! Both read without stopping sends and acks: each number is read once,
+//! atomically, so the whole is a moment's estimate, not one instant. Neither
+//! is on the hot path; the record ages come from the time each generation
+//! opened (a flush seals one), so no send or ack reads a clock.
+
+use crate::generation::{entered_from, Generation};
+use crate::slab::INSPECTED;
+use crate::sync::epoch;
+use crate::sync::Ordering;
+use crate::Tracker;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+/// How many partitions [`Stats::largest_partitions`] lists at most.
+pub const LARGEST_PARTITIONS: usize = 8;
+
+/// A snapshot of a tracker, from [`Tracker::stats`]. Plain data for any
+/// metrics library to export; taking it changes nothing (unlike
+/// [`Tracker::committable_with_stats`], which takes the advances it
+/// reports).
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::builder().watermarks().capacity(100).build();
+/// let a = tracker.send("p", 1_u64).unwrap();
+/// let b = tracker.send("p", 2_u64).unwrap();
+/// let c = tracker.send("q", 7_u64).unwrap();
+/// tracker.ack(b).unwrap(); // waits behind a
+/// tracker.ack(c).unwrap();
+/// let stats = tracker.stats();
+/// assert_eq!(stats.in_flight, 2);             // a, and b behind it
+/// assert_eq!(stats.committable_records, 1);   // c, not yet taken
+/// assert_eq!(stats.uncommittable_records, 2);
+/// assert_eq!(stats.largest_partitions, vec![("p", 2)]);
+/// assert!(stats.oldest_age.is_some());
+/// assert_eq!(tracker.committable()["q"], 7);  // stats took nothing
+/// # tracker.ack(a).unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats<P> {
+    /// Records in flight, as [`Tracker::in_flight`] counts them.
+    pub in_flight: usize,
+    /// The capacity, if the tracker has one.
+    pub capacity: Option<usize>,
+    /// Partitions the tracker has seen.
+    pub partitions: usize,
+    /// The partitions with the most records in flight, most first, at most
+    /// [`LARGEST_PARTITIONS`] of them. On a tracker without watermarks this
+    /// scans the slots (work in proportion to the most records the tracker
+    /// ever held); with watermarks it reads one counter pair per partition.
+    pub largest_partitions: Vec<(P, usize)>,
+    /// How long the oldest record in flight has been: at least that long,
+    /// and at most that plus the time its generation stayed open (a flush
+    /// interval, when flushes are regular). `None` when nothing is in
+    /// flight.
+    pub oldest_age: Option<Duration>,
+    /// A [`Flush`](crate::Flush) is alive.
+    pub flush_in_progress: bool,
+    /// Sealed generations not yet folded into a flush: more than a few
+    /// means flushes keep timing out (each covers the last one's records
+    /// again).
+    pub sealed_generations: usize,
+    /// [`Tracker::close`] was called.
+    pub closed: bool,
+    /// Watermark trackers: acked records behind the watermarks that no
+    /// [`committable`](Tracker::committable) call has taken yet.
+    pub committable_records: u64,
+    /// Watermark trackers: records not yet behind their partition's
+    /// watermark (in flight, or acked behind one that is).
+    pub uncommittable_records: u64,
+    /// Watermark trackers: partitions whose watermark a failure stopped.
+    pub stopped: Vec<P>,
+}
+
+/// A record still in flight, from [`Tracker::oldest_unresolved`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unresolved<P, O> {
+    /// The record's partition.
+    pub partition: P,
+    /// The record's offset.
+    pub offset: O,
+    /// How long it has been in flight, at least (to within the time its
+    /// generation stayed open, as for [`Stats::oldest_age`]).
+    pub age: Duration,
+}
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// A snapshot of the tracker for metrics: what is in flight, where,
+    /// for how long, and what is committable. Takes nothing and changes
+    /// nothing; lock-free; allocates only the vectors it returns. See
+    /// [`Stats`].
+    pub fn stats(&self) -> Stats<P> {
+        let now = Instant::now();
+        let guard = epoch::pin();
+        let shards = self.shards.snapshot();
+        let (mut in_flight, mut sealed, mut oldest) = (0, 0, None);
+        self.walk(&guard, None, |generation| {
+            let live = generation.live(&shards);
+            in_flight += live;
+            // Relaxed: only tells the open generation from sealed ones.
+            if !generation.next.load(Ordering::Relaxed, &guard).is_null() {
+                sealed += 1;
+            }
+            if live != 0 && oldest.is_none() {
+                oldest = Some(now.saturating_duration_since(generation.opened));
+            }
+        });
+        let mut stats = Stats {
+            in_flight,
+            capacity: self.capacity,
+            partitions: self.partitions.len(),
+            largest_partitions: Vec::new(),
+            oldest_age: oldest,
+            // Relaxed, both: flags read as statistics.
+            flush_in_progress: self.flushing.load(Ordering::Relaxed),
+            sealed_generations: sealed,
+            closed: self.closed.load(Ordering::Relaxed),
+            committable_records: 0,
+            uncommittable_records: 0,
+            stopped: Vec::new(),
+        };
+        let mut counts: Vec<(usize, usize)> = Vec::new();
+        match &self.watermarks {
+            Some(watermarks) => {
+                watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
+                    stats.committable_records += backlog.untaken;
+                    stats.uncommittable_records += backlog.records;
+                    if backlog.stopped {
+                        stats.stopped.extend(self.partitions.key(number).cloned());
+                    }
+                    if backlog.records != 0 {
+                        counts.push((number, backlog.records as usize));
+                    }
+                });
+            }
+            None => {
+                let mut by_number = vec![0_usize; self.partitions.numbered()];
+                self.slots.for_each_live(|_, _, number, _| {
+                    if let Some(count) = by_number.get_mut(number as usize) {
+                        *count += 1;
+                    }
+                });
+                counts.extend(by_number.into_iter().enumerate().filter(|&(_, n)| n != 0));
+            }
+        }
+        counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        counts.truncate(LARGEST_PARTITIONS);
+        stats.largest_partitions = counts
+            .into_iter()
+            .filter_map(|(number, n)| Some((self.partitions.key(number)?.clone(), n)))
+            .collect();
+        stats
+    }
+
+    /// The `n` oldest records still unresolved (acked or failed ones are
+    /// not listed, even on a watermark tracker), oldest first, with their
+    /// partition, offset and age: the report to log when a flush or a
+    /// `drain` keeps timing out, or `in_flight()` does not fall.
+    ///
+    /// The usual culprit is a ticket that was dropped: by a task that
+    /// panicked, or a sink callback that never fired. Such a record stays
+    /// in flight for ever (nothing is silently forgotten), so every flush
+    /// that covers it times out and a watermark stops behind it. The way
+    /// out is to give up the partition's records and restart it from its
+    /// committed offset (`revoke`, from the partition-lifecycle work), or to
+    /// restart the tracker.
+    ///
+    /// Not for the hot path: it scans every slot the tracker has allocated
+    /// (work in proportion to the most records it ever held), without a
+    /// lock; records resolved meanwhile may or may not be listed. Ages are
+    /// at least the age given, to within the time the record's generation
+    /// stayed open.
+    ///
+    /// ```
+    /// use inflight::Tracker;
+    /// let tracker = Tracker::new();
+    /// let stuck = tracker.send("orders", 41_u64).unwrap();
+    /// let fine = tracker.send("orders", 42_u64).unwrap();
+    /// tracker.ack(fine).unwrap();
+    /// let report = tracker.oldest_unresolved(10);
+    /// assert_eq!(report.len(), 1);
+    /// assert_eq!((report[0].partition, report[0].offset), ("orders", 41));
+    /// # tracker.ack(stuck).unwrap();
+    /// ```
+    pub fn oldest_unresolved(&self, n: usize) -> Vec<Unresolved<P, O>> {
+        let now = Instant::now();
+        // Pinned before the scan: a record seen unresolved keeps its
+        // generation from being folded, and once folded, the generation is
+        // freed only after this guard goes.
+        let guard = epoch::pin();
+        // The generation pointers are only trusted once `inspect` proved
+        // their records still unresolved.
+        let mut live: Vec<(usize, u64, u32, *const Generation)> = Vec::new();
+        self.slots
+            .for_each_live(|index, state, partition, generation| {
+                live.push((index, state, partition, entered_from(generation).0));
+            });
+        let mut held = Inspected {
+            slots: &self.slots,
+            indices: Vec::new(),
+        };
+        let mut found: Vec<(u64, Instant, usize, u32)> = Vec::new();
+        for &(index, state, partition, generation) in &live {
+            if !self.slots.inspect(index, state) {
+                continue; // resolved (or inspected by another caller) meanwhile
+            }
+            held.indices.push(index);
+            // SAFETY: `inspect` succeeded from the state that showed the
+            // record unresolved, so the generation pointer read with it is
+            // the record's, and the record kept that generation from being
+            // folded until after we pinned: `guard` keeps it allocated.
+            let generation = unsafe { &*generation };
+            found.push((generation.id, generation.opened, index, partition));
+        }
+        drop(live);
+        found.sort_unstable_by_key(|&(id, _, index, _)| (id, index));
+        found.truncate(n);
+        let mut report = Vec::with_capacity(found.len());
+        for (_, opened, index, partition) in found {
+            let Some(key) = self.partitions.key(partition as usize) else {
+                continue;
+            };
+            // SAFETY: we hold `INSPECTED` on the slot, so its offset stays
+            // put until `held` releases it.
+            let offset = unsafe { self.slots.slot_of(index).value() };
+            // User code (`Clone`): `held` releases the holds even if it
+            // panics, and nothing else was changed.
+            report.push(Unresolved {
+                partition: key.clone(),
+                offset: offset.clone(),
+                age: now.saturating_duration_since(opened),
+            });
+        }
+        drop(held);
+        drop(guard);
+        report
+    }
+}
+
+/// The `INSPECTED` holds [`Tracker::oldest_unresolved`] took, released on
+/// drop (also when a `Clone` panics). Releasing runs no user code.
+struct Inspected<'a, O> {
+    slots: &'a crate::slab::Slab<O>,
+    indices: Vec<usize>,
+}
+
+impl<O> Drop for Inspected<'_, O> {
+    fn drop(&mut self) {
+        for &index in &self.indices {
+            self.slots.release(index, INSPECTED);
+        }
+    }
+}
