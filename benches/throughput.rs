@@ -17,7 +17,7 @@ mod contenders;
 
 use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until, DEPTH};
 use criterion::measurement::WallTime;
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkGroup, Criterion, Throughput};
 use std::time::Duration;
 
 /// Scales a run of `done` pairs to the `iters` criterion asked for.
@@ -89,4 +89,9 @@ fn handoff(c: &mut Criterion) {
 }
 
 criterion_group!(benches, local, handoff);
-criterion_main!(benches);
+fn main() {
+    // What `criterion_main!` does, after stating the machine.
+    println!("machine: {}", contenders::machine());
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -31,7 +31,7 @@ use contenders::watermarks::{
 use contenders::{Contender, Inflight, Until, DEPTH};
 use criterion::measurement::WallTime;
 use criterion::{
-    criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode, Throughput,
+    criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput,
 };
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -133,4 +133,9 @@ fn committable(c: &mut Criterion) {
 }
 
 criterion_group!(benches, throughput, committable);
-criterion_main!(benches);
+fn main() {
+    // What `criterion_main!` does, after stating the machine.
+    println!("machine: {}", contenders::machine());
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

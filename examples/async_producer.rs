@@ -15,6 +15,7 @@
 //! `Flush::wait_async`, under a timeout of its own, and the shutdown awaits
 //! `Tracker::drain_async`.
 
+mod common;
 use inflight::{FlushError, Tracker};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -72,6 +73,7 @@ impl Producer {
 
 #[tokio::main]
 async fn main() {
+    common::exit_when_stdout_closes();
     let tracker: Arc<Tracker<&'static str, u64>> = Arc::new(Tracker::new());
     let started = Instant::now();
 

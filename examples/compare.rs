@@ -31,6 +31,7 @@
 #[path = "../benches/contenders/mod.rs"]
 mod contenders;
 
+mod common;
 use contenders::watermarks::{self, InflightWatermarks, SubmittedRecords, Watermark};
 use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until};
 use std::time::Duration;
@@ -56,11 +57,21 @@ fn flush_latency_us<C: Contender>() -> (f64, f64) {
 }
 
 fn main() {
+    common::exit_when_stdout_closes();
     println!("machine: {}", contenders::machine());
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         // Other work on the machine skews every number below.
         let load: Vec<&str> = load.split_whitespace().take(3).collect();
         println!("load average before the run: {}", load.join(" "));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(one_minute) = load.first().and_then(|l| l.parse::<f64>().ok()) {
+            if one_minute > 0.5 * cores as f64 {
+                println!(
+                    "WARNING: load average {one_minute} on {cores} cores: other work is \
+                     running, and the ratios below mean little; rerun on a quiet machine"
+                );
+            }
+        }
     }
     println!(
         "workload 1: T threads, each sends and acks its own records at depth {}, \

@@ -34,6 +34,7 @@
 //! outcome does not depend on the machine's speed, only on it keeping up
 //! with 50,000 operations per second.
 
+mod common;
 use inflight::{FlushError, Tracker};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -311,6 +312,7 @@ fn print_row(s: &Snapshot) {
 }
 
 fn main() {
+    common::exit_when_stdout_closes();
     let tracker: Tracker<u32, u64> = Tracker::builder().watermarks().build();
     let counters = Counters::default();
     let (stop_committers, flat_out) = (AtomicBool::new(false), AtomicBool::new(false));

@@ -10,6 +10,7 @@
 //! flushes every 20 ms and "stores" the offsets it may commit. At the end the
 //! source closes the tracker and a final flush commits the last offsets.
 
+mod common;
 use inflight::{FlushError, Ticket, Tracker};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc;
@@ -19,6 +20,7 @@ const PARTITIONS: [&str; 3] = ["orders-0", "orders-1", "orders-2"];
 const RECORDS: u64 = 3_000_000;
 
 fn main() {
+    common::exit_when_stdout_closes();
     let tracker: Tracker<&'static str, u64> = Tracker::new();
     let (to_sink, sink) = mpsc::sync_channel::<Ticket>(4096);
     let started = Instant::now();

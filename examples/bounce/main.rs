@@ -15,6 +15,8 @@
 
 mod harness;
 
+#[path = "../common/mod.rs"]
+mod common;
 use harness::{Design, Launcher};
 use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -41,6 +43,7 @@ fn usage() -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    common::exit_when_stdout_closes();
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--worker") {
         let (Some(dir), Some(design)) = (args.get(1), args.get(2).and_then(|d| Design::parse(d)))
