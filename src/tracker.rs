@@ -29,10 +29,10 @@ const ROOM_WANTED: usize = 1 << (usize::BITS - 1);
 /// Tracks records in flight and tells which source offsets are safe to
 /// commit.
 ///
-/// `send` a record when you hand it to the sink and keep the [`Ticket`];
+/// `send` a record when you hand it to the sink and keep the [`Ticket`](crate::Ticket);
 /// `ack` (or `fail`) the ticket when the sink reports delivery. A committer
 /// calls [`begin_flush`](Tracker::begin_flush), which seals the records sent
-/// so far, then [`Flush::wait`] returns, once every one of them was acked,
+/// so far, then [`Flush::wait`](crate::Flush::wait) returns, once every one of them was acked,
 /// the latest offset of each partition among them. `send`, `ack`, `fail`,
 /// `begin_flush`, `commit` and `abort` never lock and never wait for another
 /// thread; only `wait` blocks.
@@ -111,7 +111,7 @@ where
 {
     /// An unbounded tracker: it grows on demand, up to 2^24 − 1 records in
     /// flight (plus one retained offset per partition), beyond which `send`
-    /// returns [`SendError::Full`].
+    /// returns [`SendError::Full`](crate::SendError::Full).
     ///
     /// ```
     /// let tracker: inflight::Tracker<String, i64> = inflight::Tracker::new();
@@ -122,7 +122,7 @@ where
     }
 
     /// A tracker that holds at most `max_in_flight` unresolved records: a
-    /// further `send` returns [`SendError::Full`] with the record, until a
+    /// further `send` returns [`SendError::Full`](crate::SendError::Full) with the record, until a
     /// resolution makes room. Values above 2^24 − 1 are lowered to it.
     ///
     /// ```
@@ -207,7 +207,7 @@ where
     }
 
     /// Stops accepting records: every `send` that starts after this returns
-    /// [`SendError::Closed`] with its record. Records already sent still
+    /// [`SendError::Closed`](crate::SendError::Closed) with its record. Records already sent still
     /// resolve, and a flush begun after `close` returns covers every record
     /// the tracker ever accepted, so a final flush can drain them.
     ///
@@ -272,7 +272,7 @@ where
 
     /// How many distinct partitions the tracker has seen. A tracker holds at
     /// most 16,777,152; a send of a partition beyond that returns
-    /// [`SendError::Full`].
+    /// [`SendError::Full`](crate::SendError::Full).
     ///
     /// ```
     /// let tracker = inflight::Tracker::new();
@@ -462,7 +462,7 @@ where
     /// atomic swap per send, and an advance per resolution), so it is off
     /// unless asked for. On such a tracker a record counts as in flight
     /// ([`in_flight`](Tracker::in_flight), [`drain`](Tracker::drain),
-    /// [`Flush::pending`]) until the watermark has passed it: an acked
+    /// [`Flush::pending`](crate::Flush::pending)) until the watermark has passed it: an acked
     /// record behind an unacked one of its partition is still counted, and
     /// keeps its slot. A capacity bounds unresolved records only; records
     /// acked behind an unacked one are bounded by the tracker's 2^24 − 1
