@@ -30,9 +30,7 @@ use contenders::watermarks::{
 };
 use contenders::{Contender, Inflight, Until, DEPTH};
 use criterion::measurement::WallTime;
-use criterion::{
-    criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput,
-};
+use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -86,6 +86,12 @@ pub enum ResolveError {
     AlreadyResolved,
     /// The ticket was issued by another tracker.
     ForeignTracker,
+    /// The ticket's record was released by
+    /// [`Tracker::revoke`](crate::Tracker::revoke) of its partition: it is
+    /// no longer in flight, and resolving it changes nothing. Reported
+    /// until the record's slot is reused, which revoked slots are last;
+    /// after that, `AlreadyResolved`.
+    Revoked,
 }
 
 impl fmt::Display for ResolveError {
@@ -94,6 +100,7 @@ impl fmt::Display for ResolveError {
             ResolveError::Unknown => "the ticket names no record of this tracker",
             ResolveError::AlreadyResolved => "the ticket's record was already acked or failed",
             ResolveError::ForeignTracker => "the ticket was issued by another tracker",
+            ResolveError::Revoked => "the ticket's partition was revoked after it was sent",
         })
     }
 }

@@ -37,8 +37,10 @@ pub(crate) struct Carry {
     /// Per partition number: the retained slot + 1 of its latest folded
     /// record, 0 for none. The carry holds each such slot (`HELD`).
     slots: Vec<usize>,
-    /// Failed records among the folded generations. Never decreases.
-    failed: usize,
+    /// Failed records among the folded generations: `(partition, life,
+    /// count)`. A revoke of the partition forgives those of its older
+    /// lives (they stop counting, and folds drop them).
+    failures: Vec<(u32, u32, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,17 +243,19 @@ impl FlushState {
         // SAFETY: this flush holds the tracker's `flushing` flag, which makes
         // it the only user of the carry.
         let carry = tracker.carry.with(|c| unsafe { &*c });
-        if carry.failed > 0 {
-            return Err(FlushError::Failed {
-                failed: carry.failed,
-            });
+        let failed = carry.current_failures(tracker);
+        if failed > 0 {
+            return Err(FlushError::Failed { failed });
         }
         let slots = &tracker.slots;
         let partitions = &tracker.partitions;
         let mut offsets = HashMap::with_capacity(carry.slots.iter().filter(|&&s| s != 0).count());
         for (number, &slot) in carry.slots.iter().enumerate() {
             let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
-            if let (Some(slot), Some(partition)) = (slot, partitions.key(number)) {
+            // A record of an older life of its partition (revoked since)
+            // is not reported: its life ended without its records.
+            let current = slot.is_some_and(|slot| tracker.is_current(number as u32, slot.life()));
+            if let (true, Some(slot), Some(partition)) = (current, slot, partitions.key(number)) {
                 // SAFETY: the carry holds this slot, so it keeps its value
                 // until the carry releases it, which only this flush does.
                 let offset = unsafe { slot.value() };
@@ -296,7 +300,7 @@ impl FlushState {
                 // Drained (so captured, and sealed): its cells are final.
                 // Move them into the carry and drop it.
                 debug_assert!(!next.is_null());
-                fold(carry, generation, &tracker.slots);
+                fold(carry, generation, tracker);
                 // Release: publishes the new chain head to `in_flight`.
                 tracker.oldest.store(next, Ordering::Release);
                 // SAFETY: unlinked just above; other threads reach it only
@@ -309,14 +313,18 @@ impl FlushState {
             } else {
                 folding = false;
                 pending += live;
-                failed += generation.failed();
+                generation.for_each_failure(|partition, life, count| {
+                    if tracker.is_current(partition, life) {
+                        failed += count as usize;
+                    }
+                });
                 if is_upto {
                     break;
                 }
             }
             current = next;
         }
-        let failed = failed + carry.failed;
+        let failed = failed + carry.current_failures(tracker);
         if failed != 0 {
             return Err(FlushError::Failed { failed });
         }
@@ -445,7 +453,8 @@ impl<P, O> fmt::Debug for OwnedFlush<P, O> {
     }
 }
 
-fn fold<O>(carry: &mut Carry, generation: &Generation, slots: &crate::slab::Slab<O>) {
+fn fold<P, O>(carry: &mut Carry, generation: &Generation, tracker: &Tracker<P, O>) {
+    let slots = &tracker.slots;
     generation.for_each_cell(|partition, slot| {
         if carry.slots.len() <= partition {
             carry.slots.resize(partition + 1, 0);
@@ -456,7 +465,24 @@ fn fold<O>(carry: &mut Carry, generation: &Generation, slots: &crate::slab::Slab
             slots.release(older, HELD);
         }
     });
-    carry.failed += generation.failed();
+    generation.for_each_failure(|partition, life, count| {
+        carry.failures.push((partition, life, count));
+    });
+    // Failures of lives a revoke ended never count again.
+    carry
+        .failures
+        .retain(|&(partition, life, _)| tracker.is_current(partition, life));
+}
+
+impl Carry {
+    /// Failed records whose partition's life has not ended since.
+    fn current_failures<P, O>(&self, tracker: &Tracker<P, O>) -> usize {
+        self.failures
+            .iter()
+            .filter(|&&(partition, life, _)| tracker.is_current(partition, life))
+            .map(|&(_, _, count)| count as usize)
+            .sum()
+    }
 }
 
 impl<P, O> Drop for Flush<'_, P, O> {

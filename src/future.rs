@@ -408,6 +408,20 @@ mod tests {
     }
 }
 
+/// A future that resolves when `pending()` returns `Ok(0)` or an error,
+/// or an interrupt arrives: [`UntilDrained`], for other modules.
+pub(crate) fn until<'t, P, O, F>(
+    tracker: &'t Tracker<P, O>,
+    pending: F,
+) -> impl Future<Output = Result<(), FlushError>> + 't
+where
+    P: 't,
+    O: 't,
+    F: FnMut() -> Result<usize, FlushError> + Unpin + 't,
+{
+    UntilDrained::new(tracker, pending)
+}
+
 /// The future of [`Tracker::send_async`]: sends its record once there is
 /// room. See there.
 struct SendWhenRoom<'t, P, O> {

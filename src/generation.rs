@@ -73,7 +73,7 @@
 
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
-use crate::sync::{AtomicU64, AtomicUsize, CachePadded, LeakCheck, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, CachePadded, LeakCheck, Ordering};
 use std::time::Instant;
 
 /// How many count shards a tracker has. Two under loom: enough for the
@@ -333,8 +333,12 @@ pub(crate) struct Generation {
     /// the capture of their shard, so it gets a cache line of its own, away
     /// from the read-mostly fields below.
     pending: CachePadded<AtomicU64>,
-    /// Records of this generation resolved by `fail`.
-    failed: AtomicUsize,
+    /// Records of this generation resolved by `fail`, as a list of
+    /// `(partition, life, count)` (pushed before the records' leave, so
+    /// final once the generation drained). Failures are rare: a node per
+    /// failed resolution (or per run of them, from a watermark advance).
+    /// Kept per partition and life so that a revoke can forgive them.
+    failures: AtomicPtr<Failure>,
     /// The generation opened when this one was sealed; null while open.
     pub(crate) next: Atomic<Generation>,
     /// Partition cells, by [`cell_index`] of the partition number.
@@ -362,7 +366,7 @@ impl Generation {
             prev,
             opened: Instant::now(),
             pending: CachePadded::new(AtomicU64::new(SHARDS as u64 * UNIT)),
-            failed: AtomicUsize::new(0),
+            failures: AtomicPtr::new(std::ptr::null_mut()),
             next: Atomic::null(),
             cells: Pages::new(),
             _leak_check: LeakCheck::new(),
@@ -434,18 +438,50 @@ impl Generation {
         (captured + uncaptured as i64).max(0) as usize
     }
 
-    /// Counts `n` failed resolutions. Call before the records' leave.
-    pub(crate) fn add_failed(&self, n: u64) {
-        if n != 0 {
-            // Relaxed: published by the Release leave that follows.
-            self.failed.fetch_add(n as usize, Ordering::Relaxed);
+    /// Counts `n` failed resolutions of records of `partition` sent in
+    /// its life `life`. Call before the records' leave. Allocates (a
+    /// failure is not the steady state).
+    pub(crate) fn add_failed(&self, partition: u32, life: u32, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let node = Box::into_raw(Box::new(Failure {
+            partition,
+            life,
+            count: n,
+            next: std::ptr::null_mut(),
+        }));
+        // Relaxed: a first guess; the CAS decides.
+        let mut head = self.failures.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is ours until the CAS publishes it.
+            unsafe { (*node).next = head };
+            // Release: publishes the node to readers of the list (Acquire);
+            // Relaxed on failure: we only retry.
+            match self.failures.compare_exchange_weak(
+                head,
+                node,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(seen) => head = seen,
+            }
         }
     }
 
-    /// Failed records. Meaningful once [`drained`](Self::drained).
-    pub(crate) fn failed(&self) -> usize {
-        // Relaxed: ordered by the caller's Acquire read of `pending`.
-        self.failed.load(Ordering::Relaxed)
+    /// Calls `f(partition, life, count)` for each failure counted so far
+    /// (all of them, once the generation drained).
+    pub(crate) fn for_each_failure(&self, mut f: impl FnMut(u32, u32, u64)) {
+        // Acquire: pairs with the Release CAS that pushed the first node;
+        // nodes never change after they are pushed.
+        let mut node = self.failures.load(Ordering::Acquire);
+        // SAFETY: nodes are freed only when the generation drops, and the
+        // caller holds it.
+        while let Some(failure) = unsafe { node.as_ref() } {
+            f(failure.partition, failure.life, failure.count);
+            node = failure.next;
+        }
     }
 
     /// Makes `slot` its partition's latest record and returns the slot it
@@ -476,6 +512,27 @@ impl Generation {
                 f(partition_of_cell(index), value as usize - 1);
             }
         });
+    }
+}
+
+/// One entry of a generation's failure list.
+pub(crate) struct Failure {
+    partition: u32,
+    life: u32,
+    count: u64,
+    next: *mut Failure,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`, nobody else reads the list any more.
+        let mut node = self.failures.load(Ordering::Relaxed);
+        while !node.is_null() {
+            // SAFETY: every node was made by `Box::into_raw` in `add_failed`
+            // and is reachable once, from its predecessor or the head.
+            let failure = unsafe { Box::from_raw(node) };
+            node = failure.next;
+        }
     }
 }
 

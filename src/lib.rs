@@ -136,6 +136,7 @@ mod generation;
 mod pages;
 mod partition;
 mod resolve;
+mod revoke;
 mod seal;
 mod send;
 mod slab;
@@ -148,6 +149,7 @@ mod watermark;
 
 pub use error::{BeginFlushError, FlushError, ResolveError, SendError};
 pub use flush::{Flush, OwnedFlush};
+pub use revoke::Revoked;
 pub use stats::{Stats, Unresolved, LARGEST_PARTITIONS};
 pub use ticket::Ticket;
 pub use tracker::{Builder, Tracker};

@@ -31,7 +31,7 @@
 use crate::generation::MAX_PARTITIONS;
 use crate::pages::Pages;
 use crate::sync::{
-    hash_seeds, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell,
+    hash_seeds, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, UnsafeCell,
 };
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::mem::MaybeUninit;
@@ -295,10 +295,21 @@ impl Hasher for FoldHasher {
     }
 }
 
-/// One arena entry: a key, once written.
+/// A partition's lifecycle words (see `Tracker::revoke`).
+pub(crate) struct Lifecycle {
+    /// The partition's life: how many times it was revoked. A record is
+    /// stamped with the life it was sent in.
+    pub(crate) life: AtomicU32,
+    /// Records that their own sends released, having found the life moved
+    /// on after they published; the next revoke counts them.
+    pub(crate) released_late: AtomicU64,
+}
+
+/// One arena entry: a key, once written, and its partition's lifecycle.
 struct Key<P> {
     written: AtomicBool,
     value: UnsafeCell<MaybeUninit<P>>,
+    lifecycle: Lifecycle,
 }
 
 impl<P> Key<P> {
@@ -306,7 +317,22 @@ impl<P> Key<P> {
         Self {
             written: AtomicBool::new(false),
             value: UnsafeCell::new(MaybeUninit::uninit()),
+            lifecycle: Lifecycle {
+                life: AtomicU32::new(0),
+                released_late: AtomicU64::new(0),
+            },
         }
+    }
+
+    /// The key, once written.
+    fn value(&self) -> Option<&P> {
+        // Acquire: pairs with the Release store after the key was written.
+        if !self.written.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: written once before `written` was set, never again, and
+        // dropped only with the arena.
+        Some(self.value.with(|v| unsafe { (*v).assume_init_ref() }))
     }
 }
 
@@ -320,6 +346,18 @@ pub(crate) struct Partitions<P> {
     claimed: AtomicUsize,
     /// Distinct partitions added.
     len: AtomicUsize,
+}
+
+impl<P> Partitions<P> {
+    /// The life word of partition `number` (see `Lifecycle`).
+    pub(crate) fn life(&self, number: usize) -> Option<&AtomicU32> {
+        Some(&self.keys.get(number)?.lifecycle.life)
+    }
+
+    /// The lifecycle words of partition `number`.
+    pub(crate) fn lifecycle(&self, number: usize) -> Option<&Lifecycle> {
+        Some(&self.keys.get(number)?.lifecycle)
+    }
 }
 
 impl<P: Hash + Eq + Clone> Partitions<P> {
@@ -338,28 +376,41 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
 
     /// The key numbered `number`, if that number was given out.
     pub(crate) fn key(&self, number: usize) -> Option<&P> {
-        let key = self.keys.get(number)?;
-        // Acquire: pairs with the Release store after the key was written.
-        if !key.written.load(Ordering::Acquire) {
-            return None;
-        }
-        // SAFETY: written once before `written` was set, never again, and
-        // dropped only with the arena.
-        Some(key.value.with(|v| unsafe { (*v).assume_init_ref() }))
+        self.keys.get(number)?.value()
     }
 
-    /// The number of `partition`, adding it if new. `None` when the tracker
-    /// already holds [`MAX_PARTITIONS`] partitions.
+    /// The number of `partition`, adding it if new, and its lifecycle.
+    /// `None` when the tracker already holds [`MAX_PARTITIONS`] partitions.
     #[inline]
-    pub(crate) fn number(&self, partition: &P) -> Option<usize> {
+    pub(crate) fn number(&self, partition: &P) -> Option<(usize, &Lifecycle)> {
         let hash = self.hasher.hash_one(partition);
-        if let Some(n) = self
-            .current()
-            .find(hash, |n| self.key(n) == Some(partition))
-        {
-            return Some(n);
+        let mut lifecycle = None;
+        let found = self.current().find(hash, |n| match self.keys.get(n) {
+            Some(key) if key.value() == Some(partition) => {
+                lifecycle = Some(&key.lifecycle);
+                true
+            }
+            _ => false,
+        });
+        if let (Some(n), Some(lifecycle)) = (found, lifecycle) {
+            return Some((n, lifecycle));
         }
-        self.add(partition, hash)
+        let n = self.add(partition, hash)?;
+        Some((n, self.lifecycle(n)?))
+    }
+
+    /// The number of a partition already seen, looked up by any borrowed
+    /// form of its key (as `HashMap::get` does); adds nothing.
+    pub(crate) fn find<Q>(&self, partition: &Q) -> Option<usize>
+    where
+        P: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        // `Borrow` promises that `Q` hashes as `P` does.
+        let hash = self.hasher.hash_one(partition);
+        self.current().find(hash, |n| {
+            self.key(n).is_some_and(|key| key.borrow() == partition)
+        })
     }
 
     /// The current table.
@@ -469,9 +520,9 @@ mod tests {
     #[test]
     fn numbers_are_stable_and_keys_come_back() {
         let p = Partitions::new();
-        assert_eq!(p.number(&"a"), Some(0));
-        assert_eq!(p.number(&"b"), Some(1));
-        assert_eq!(p.number(&"a"), Some(0));
+        assert_eq!(p.number(&"a").map(|(n, _)| n), Some(0));
+        assert_eq!(p.number(&"b").map(|(n, _)| n), Some(1));
+        assert_eq!(p.number(&"a").map(|(n, _)| n), Some(0));
         assert_eq!(
             (p.key(0), p.key(1), p.key(2)),
             (Some(&"a"), Some(&"b"), None)
@@ -513,10 +564,10 @@ mod tests {
         }
         let p = Partitions::new();
         for i in 0..100 {
-            assert_eq!(p.number(&Colliding(i)), Some(i as usize));
+            assert_eq!(p.number(&Colliding(i)).map(|(n, _)| n), Some(i as usize));
         }
         for i in 0..100 {
-            assert_eq!(p.number(&Colliding(i)), Some(i as usize));
+            assert_eq!(p.number(&Colliding(i)).map(|(n, _)| n), Some(i as usize));
             assert_eq!(p.key(i as usize), Some(&Colliding(i)));
         }
         assert_eq!(p.len(), 100);
@@ -538,7 +589,7 @@ mod tests {
                         let mut seen = vec![0; KEYS as usize];
                         for k in 0..KEYS {
                             let key = (k + t * KEYS / 4) % KEYS;
-                            seen[key as usize] = p.number(&key).unwrap();
+                            seen[key as usize] = p.number(&key).map(|(n, _)| n).unwrap();
                         }
                         seen
                     })
@@ -551,7 +602,7 @@ mod tests {
         for key in 0..KEYS {
             let n = numbers[0][key as usize];
             assert_eq!(p.key(n), Some(&key));
-            assert_eq!(p.number(&key), Some(n));
+            assert_eq!(p.number(&key).map(|(n, _)| n), Some(n));
         }
     }
 
@@ -563,7 +614,7 @@ mod tests {
                 .map(|_| {
                     s.spawn(|| {
                         (0..50)
-                            .map(|k| p.number(&format!("p{k}")).unwrap())
+                            .map(|k| p.number(&format!("p{k}")).map(|(n, _)| n).unwrap())
                             .collect()
                     })
                 })

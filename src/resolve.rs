@@ -80,35 +80,45 @@ where
         self.resolve(raw, Outcome::Fail)
     }
 
+    /// Advances the watermark of partition `partition` (a watermark
+    /// tracker's), or leaves that to the thread already advancing it, and
+    /// returns whether waiters must be woken.
+    pub(crate) fn advance_watermark(&self, partition: u32) -> bool {
+        let Some(watermarks) = &self.watermarks else {
+            return false;
+        };
+        watermarks.advance(
+            &self.slots,
+            partition as usize,
+            |entered, n, failed, life| {
+                let (generation, shard) = entered_from(entered);
+                // SAFETY: the advance passes records it has not yet counted
+                // out of their generation, which therefore cannot have been
+                // folded.
+                let generation = unsafe { &*generation };
+                generation.add_failed(partition, life, failed);
+                // A failure wakes waiters too: a flush that covers it fails
+                // at once (guarantee 15).
+                self.shards.leave_many(shard, generation, n) || failed != 0
+            },
+        )
+    }
+
     fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {
         let ticket = RawTicket::decode(raw);
         if ticket.tracker != self.id {
             return Err(ResolveError::ForeignTracker);
         }
         let resolved = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
-        if let Some(watermarks) = &self.watermarks {
+        if self.watermarks.is_some() {
             let room = self.return_permit();
             // The record stays queued (so not freed) and live in its
             // generation until the watermark passes it; the advance (ours or
             // the thread's already advancing) counts it out of both.
             debug_assert!(!resolved.freed);
-            let drained = watermarks.advance(
-                &self.slots,
-                resolved.partition as usize,
-                |entered, n, failed| {
-                    let (generation, shard) = entered_from(entered);
-                    // SAFETY: the advance passes records it has not yet
-                    // counted out of their generation, which therefore
-                    // cannot have been folded.
-                    let generation = unsafe { &*generation };
-                    generation.add_failed(failed);
-                    // A failure wakes waiters too: a flush that covers it
-                    // fails at once (guarantee 15).
-                    self.shards.leave_many(shard, generation, n) || failed != 0
-                },
-            );
+            let drained = self.advance_watermark(resolved.partition);
             // Wakers are user code: last.
-            self.wake(drained, room);
+            self.wake(drained || resolved.watched, room);
             return Ok(());
         }
         let freed = resolved.freed;
@@ -119,7 +129,7 @@ where
         // a generation is freed only after it drained.
         let generation = unsafe { &*generation };
         if outcome == Outcome::Fail {
-            generation.add_failed(1);
+            generation.add_failed(resolved.partition, resolved.life, 1);
         }
         let room = self.return_permit();
         let drained = self.shards.leave(shard, generation);
@@ -130,7 +140,10 @@ where
         }
         // A failure wakes waiters too: a flush that covers it fails at once
         // (guarantee 15). Wakers are user code: last.
-        self.wake(drained || outcome == Outcome::Fail, room);
+        self.wake(
+            drained || outcome == Outcome::Fail || resolved.watched,
+            room,
+        );
         Ok(())
     }
 }

@@ -70,9 +70,12 @@ where
         // back if that panics; and the `Drop` of `partition` below, where
         // `Undo` backs the send out. Nothing after `publish` runs user code:
         // a panic there would lose the ticket of a counted record.
-        let Some(number) = self.partitions.number(&partition) else {
+        let Some((number, lifecycle)) = self.partitions.number(&partition) else {
             return Err(SendError::Full(partition, offset));
         };
+        // Acquire: pairs with a revoke's Release bump (see the re-check
+        // after `publish`).
+        let life = lifecycle.life.load(Ordering::Acquire);
         let home = thread_index();
         let Some((index, slot)) = self.slots.alloc(home) else {
             return Err(SendError::Full(partition, offset));
@@ -91,7 +94,7 @@ where
             HELD
         };
         // `number` < MAX_PARTITIONS < 2^32.
-        let tag = self.slots.prepare(slot, offset, number as u32, holds);
+        let tag = self.slots.prepare(slot, offset, number as u32, life, holds);
         let mut undo = Undo {
             tracker: self,
             index,
@@ -135,6 +138,16 @@ where
             watermarks.link(&self.slots, number, index);
         }
         self.slots.publish(slot);
+        // A revoke of the partition that began after we read its life: if
+        // its scan touched our slot before our publish, the publish acquired
+        // the bump it made first, and we see it here; if after, its scan
+        // found the record live and released it. Either way the record does
+        // not outlive its life. A record we release is still sent (its
+        // ticket answers `Revoked`), as it is when the scan does it.
+        // Acquire: as above.
+        if lifecycle.life.load(Ordering::Acquire) != life {
+            self.release_revoked_send(index, number as u32, tag, lifecycle);
+        }
         Ok(Ticket::new(self.id, index, tag))
     }
 

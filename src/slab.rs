@@ -102,6 +102,19 @@ pub(crate) const MARKED: u64 = 0b1_0000;
 /// while it copies a record's offset.
 pub(crate) const INSPECTED: u64 = 0b100_0000;
 const HOLDS: u64 = HELD | QUEUED | MARKED | INSPECTED;
+/// On a resolved or freed slot: its record was released by
+/// [`Tracker::revoke`](crate::Tracker::revoke), not acked or failed, so its
+/// ticket answers `ResolveError::Revoked` (until the slot is reused, which
+/// such slots are last; see `quarantine`).
+pub(crate) const REVOKED: u64 = 0b1000_0000;
+/// On an unresolved record: a `drain_partition` waits for it, so its
+/// resolution must wake waiters. Not a hold.
+pub(crate) const WATCHED: u64 = 0b1_0000_0000;
+/// The slot's `covered` word holds the tag of a record of this slot that a
+/// revoke released (a record never marked, so `covered` was free), and
+/// keeps it across reuses until the slot's next mark: so that record's
+/// ticket still answers `Revoked` after its slot was reused.
+const REMEMBERS: u64 = 0b10_0000_0000;
 /// On a `FREE` slot: it still holds the offset of the record it last held,
 /// not yet dropped. Whoever next takes the slot from a free list drops it
 /// (see [`Slab::alloc`]), so no user `Drop` runs while the crate's
@@ -119,7 +132,7 @@ pub(crate) fn status_of_state(state: u64) -> u64 {
 }
 
 #[inline]
-fn tag(state: u64) -> u32 {
+pub(crate) fn tag(state: u64) -> u32 {
     (state >> 32) as u32
 }
 
@@ -128,6 +141,8 @@ fn tag(state: u64) -> u32 {
 pub(crate) enum Outcome {
     Ack,
     Fail,
+    /// Released by a revoke: neither delivered nor failed.
+    Revoke,
 }
 
 /// One record's home.
@@ -146,8 +161,12 @@ pub(crate) struct Slot<O> {
     /// 1, 0 until that record links itself (see `watermark`).
     pub(crate) next_queued: AtomicU32,
     /// While `MARKED`: how many acked records its partition's watermark had
-    /// passed when it reached this one (a statistic for `committable`).
-    covered: AtomicU64,
+    /// passed when it reached this one, modulo 2^32 (a statistic for
+    /// `committable`).
+    covered: AtomicU32,
+    /// The life of the record's partition it was sent in (see
+    /// `Tracker::revoke`). Written at prepare, read like `generation`.
+    life: AtomicU32,
     /// The record's offset, present unless the status is `FREE`.
     value: UnsafeCell<MaybeUninit<O>>,
 }
@@ -159,7 +178,8 @@ impl<O> Slot<O> {
             link: AtomicU32::new(0),
             generation: AtomicPtr::new(std::ptr::null_mut()),
             next_queued: AtomicU32::new(0),
-            covered: AtomicU64::new(0),
+            covered: AtomicU32::new(0),
+            life: AtomicU32::new(0),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
     }
@@ -182,10 +202,25 @@ impl<O> Slot<O> {
 
     /// The count [`Slab::mark`] stored. Meaningful while the caller owns the
     /// `MARKED` hold.
-    pub(crate) fn covered(&self) -> u64 {
+    pub(crate) fn covered(&self) -> u32 {
         // Relaxed: written before the Release swap that published the mark,
         // which the caller's Acquire swap took.
         self.covered.load(Ordering::Relaxed)
+    }
+
+    /// The life of its partition the record was sent in. Meaningful while
+    /// the caller holds the slot (or has seen the record in a state that
+    /// a CAS then proved, as for [`generation`](Self::generation)).
+    pub(crate) fn life(&self) -> u32 {
+        // Relaxed: written at prepare, before the Release publish (or the
+        // Release cell swap or queue link) that the caller's Acquire saw.
+        self.life.load(Ordering::Relaxed)
+    }
+
+    /// The record's partition number (while it holds one; see `link`).
+    pub(crate) fn partition(&self) -> u32 {
+        // Relaxed: as for `life`.
+        self.link.load(Ordering::Relaxed)
     }
 
     /// The slot's offset.
@@ -248,6 +283,10 @@ pub(crate) struct Slab<O> {
     next_unused: AtomicUsize,
     /// Treiber stack heads: `version << 32 | (index + 1)`, 0 when empty.
     free: [CachePadded<AtomicU64>; FREE_SHARDS],
+    /// Freed slots whose last record was revoked (a stack like `free`),
+    /// taken only when no other free slot is left, so that the tickets of
+    /// revoked records keep answering `Revoked` as long as possible.
+    quarantine: CachePadded<AtomicU64>,
     /// Per thread number below `LOCAL_THREADS`: that thread's own list,
     /// used before the shared stacks.
     locals: Pages<CachePadded<Local>, 4, 7>,
@@ -261,6 +300,7 @@ impl<O> Slab<O> {
             slots: Pages::new(),
             next_unused: AtomicUsize::new(0),
             free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
+            quarantine: CachePadded::new(AtomicU64::new(0)),
             locals: Pages::new(),
             first_tag: crate::sync::tag_seed(),
         }
@@ -363,6 +403,10 @@ impl<O> Slab<O> {
             if let Some((index, _)) = self.pop((home + i) % FREE_SHARDS) {
                 return Some(index);
             }
+        }
+        // Acquire (inside `pop`): takes the slot from its pusher.
+        if let Some(index) = stack::pop(&self.quarantine, |index| &self.slot(index).link) {
+            return Some(index);
         }
         self.alloc_fresh()
     }
@@ -494,7 +538,14 @@ impl<O> Slab<O> {
     /// the next tag and the hold bits `holds`, and returns that tag. The slot
     /// stays invisible to tickets until [`publish`](Self::publish).
     #[inline]
-    pub(crate) fn prepare(&self, slot: &Slot<O>, value: O, partition: u32, holds: u64) -> u32 {
+    pub(crate) fn prepare(
+        &self,
+        slot: &Slot<O>,
+        value: O,
+        partition: u32,
+        life: u32,
+        holds: u64,
+    ) -> u32 {
         debug_assert_eq!(holds & !HOLDS, 0);
         // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
         // else reads or writes its value; a free slot holds no value.
@@ -508,9 +559,14 @@ impl<O> Slab<O> {
         // Relaxed, all three: private until the Release publish (or a
         // Release cell CAS or queue link that makes it reachable as held).
         slot.link.store(partition, Ordering::Relaxed);
+        slot.life.store(life, Ordering::Relaxed);
         slot.next_queued.store(0, Ordering::Relaxed);
-        slot.state
-            .store((u64::from(next) << 32) | holds | FREE, Ordering::Relaxed);
+        // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
+        let remembers = slot.state.load(Ordering::Relaxed) & REMEMBERS;
+        slot.state.store(
+            (u64::from(next) << 32) | holds | FREE | remembers,
+            Ordering::Relaxed,
+        );
         next
     }
 
@@ -534,9 +590,12 @@ impl<O> Slab<O> {
     #[inline]
     pub(crate) fn publish(&self, slot: &Slot<O>) {
         // Release: publishes the value and generation to whoever resolves
-        // the ticket (their Acquire CAS). An RMW, not a store, because a
-        // newer record of the partition may clear HELD concurrently.
-        slot.state.fetch_or(LIVE, Ordering::Release);
+        // the ticket (their Acquire CAS). Acquire: if a revoke's scan
+        // touched the slot first (`touch`), the sender then sees the new
+        // life it set before, and releases the record itself. An RMW, not a
+        // store, because a newer record of the partition may clear HELD
+        // concurrently, and for the revoke's ordering.
+        slot.state.fetch_or(LIVE, Ordering::AcqRel);
     }
 
     /// Takes the value back out of a prepared, unpublished slot that is not
@@ -583,24 +642,46 @@ impl<O> Slab<O> {
             // out: a stale raw ticket resolves whatever record owns the slot.
             #[cfg(not(inflight_mutant = "unchecked_tag"))]
             if slot_tag != ticket_tag {
+                // Relaxed: written before the CAS that set REMEMBERS, which
+                // our Acquire load of `state` read (or a later value).
+                if current & REMEMBERS != 0 && slot.covered.load(Ordering::Relaxed) == ticket_tag {
+                    return Err(ResolveError::Revoked);
+                }
                 return Err(classify_stale(slot_tag, ticket_tag, self.first_tag));
             }
             if status(current) != LIVE {
-                return Err(ResolveError::AlreadyResolved);
+                return Err(if current & REVOKED != 0 {
+                    ResolveError::Revoked
+                } else {
+                    ResolveError::AlreadyResolved
+                });
             }
             let held = current & HOLDS != 0;
-            // Relaxed, both: ordered by the Acquire load of `state` that saw
-            // this record LIVE. Read before the CAS: once a held slot is
+            // Relaxed, all three: ordered by the Acquire load of `state` that
+            // saw this record LIVE. Read before the CAS: once a held slot is
             // resolved, its holder may free and reuse it at once. The CAS
             // from LIVE(tag) proves the reads belong to this record.
             let generation = slot.generation.load(Ordering::Relaxed);
             let partition = slot.link.load(Ordering::Relaxed);
+            let life = slot.life.load(Ordering::Relaxed);
             let next = match (held, outcome) {
                 // FREE, same tag; the offset stays until the slot's reuse.
+                (false, Outcome::Revoke) => (current & !STATUS) | STALE | REVOKED | REMEMBERS,
                 (false, _) => (current & !STATUS) | STALE,
                 (true, Outcome::Ack) => (current & !STATUS) | ACKED,
                 (true, Outcome::Fail) => (current & !STATUS) | FAILED,
+                // Passed, never marked, by a watermark (see `watermark`).
+                (true, Outcome::Revoke) => (current & !STATUS) | FAILED | REVOKED | REMEMBERS,
             };
+            if outcome == Outcome::Revoke {
+                // Remembered for the ticket (see `REMEMBERS`), before the CAS
+                // that publishes it. An unresolved record is never marked,
+                // so `covered` is not in use; if the CAS loses (an ack came
+                // first), a stale ticket of this record may later answer
+                // `Revoked` rather than `AlreadyResolved`, both changing
+                // nothing. Relaxed: published by the Release CAS below.
+                slot.covered.store(ticket_tag, Ordering::Relaxed);
+            }
             // AcqRel: Acquire sees the sender's value and generation; Release
             // orders this resolution before whoever frees or reuses the slot.
             match slot.state.compare_exchange_weak(
@@ -614,7 +695,9 @@ impl<O> Slab<O> {
                         slot,
                         generation,
                         partition,
+                        life,
                         freed: !held,
+                        watched: current & WATCHED != 0,
                     })
                 }
                 Err(seen) => current = seen,
@@ -628,7 +711,70 @@ impl<O> Slab<O> {
     /// code runs here.
     #[inline]
     pub(crate) fn recycle_slot(&self, index: usize, slot: &Slot<O>) {
-        self.push_slot(index, slot);
+        // Relaxed: the slot is ours; we (or the resolver whose CAS we
+        // acquired) set its state.
+        if slot.state.load(Ordering::Relaxed) & REVOKED != 0 {
+            self.quarantine(index, slot);
+        } else {
+            self.push_slot(index, slot);
+        }
+    }
+
+    #[cold]
+    fn quarantine(&self, index: usize, slot: &Slot<O>) {
+        // Release (inside `push`): hands the slot to the next popper.
+        stack::push(&self.quarantine, index as u32 + 1, &slot.link);
+    }
+
+    /// The number of slots ever handed out: every record lives below it.
+    pub(crate) fn used(&self) -> usize {
+        // Acquire: a slot below it was allocated (its page exists) before
+        // the counter moved past it.
+        self.next_unused.load(Ordering::Acquire)
+    }
+
+    /// Reads `index`'s state with a read-modify-write that changes nothing:
+    /// for `Tracker::revoke`, whose scan must be ordered against a send
+    /// publishing the slot (the send's `publish` is a read-modify-write of
+    /// the same word, so one of the two sees the other).
+    pub(crate) fn touch(&self, index: usize) -> Option<(&Slot<O>, u64)> {
+        let slot = self.get(index)?;
+        // AcqRel: Release hands the revoker's new life to a send whose
+        // publish reads this write; Acquire sees a published record.
+        Some((slot, slot.state.fetch_or(0, Ordering::AcqRel)))
+    }
+
+    /// Sets `WATCHED` on `index` if it still holds the unresolved record of
+    /// `state`; true if it does (its resolution will then wake waiters).
+    pub(crate) fn watch(&self, index: usize, state: u64) -> bool {
+        let slot = self.slot(index);
+        let mut current = state;
+        loop {
+            if tag(current) != tag(state) || status(current) != LIVE {
+                return false;
+            }
+            if current & WATCHED != 0 {
+                return true;
+            }
+            // AcqRel: the resolution's CAS reads this write, and so sees the
+            // flag; Acquire is for symmetry.
+            match slot.state.compare_exchange_weak(
+                current,
+                current | WATCHED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Whether `index` still holds the unresolved record of `state`.
+    pub(crate) fn still_live(&self, index: usize, state: u64) -> bool {
+        // Acquire: a resolution seen here happened before.
+        let current = self.slot(index).state.load(Ordering::Acquire);
+        tag(current) == tag(state) && status(current) == LIVE
     }
 
     /// Drops the hold `hold` (one of the hold bits) on `index`. If the
@@ -670,12 +816,18 @@ impl<O> Slab<O> {
 
     /// Adds the `MARKED` hold to a slot the caller knows is held (so it
     /// cannot be freed meanwhile), with the count `covered` it reports.
-    pub(crate) fn mark(&self, index: usize, covered: u64) {
+    pub(crate) fn mark(&self, index: usize, covered: u32) {
         let slot = self.slot(index);
-        // Relaxed, both: the caller's own hold keeps the slot; whoever later
+        // Relaxed, all: the caller's own hold keeps the slot; whoever later
         // takes the mark is ordered by the Release swap that publishes it.
+        // `covered` stops remembering a revoked tag (cleared after the
+        // store: a stale ticket compared against the count for a moment
+        // would only be told `Revoked` instead of `AlreadyResolved`).
         slot.covered.store(covered, Ordering::Relaxed);
         let previous = slot.state.fetch_or(MARKED, Ordering::Relaxed);
+        if previous & REMEMBERS != 0 {
+            slot.state.fetch_and(!REMEMBERS, Ordering::Relaxed);
+        }
         debug_assert!(previous & (HELD | QUEUED) != 0 && previous & MARKED == 0);
     }
 
@@ -755,8 +907,12 @@ pub(crate) struct Resolved<'a, O> {
     pub(crate) generation: *const (),
     /// The record's partition number.
     pub(crate) partition: u32,
+    /// The life of its partition it was sent in.
+    pub(crate) life: u32,
     /// The slot was not held and is now free: the caller recycles it.
     pub(crate) freed: bool,
+    /// A `drain_partition` waits for the record: wake waiters.
+    pub(crate) watched: bool,
 }
 
 /// Why a ticket's tag does not match its slot: the slot issued that tag
@@ -811,7 +967,7 @@ mod tests {
             });
             for n in 0..100_000_u64 {
                 let (index, slot) = slab.alloc(thread_index()).unwrap();
-                slab.prepare(slot, n, 0, 0);
+                slab.prepare(slot, n, 0, 0, 0);
                 tx.send(index).unwrap();
             }
             drop(tx); // ends the freer's loop
@@ -846,7 +1002,7 @@ mod tests {
     fn lifecycle_of_a_held_slot() {
         let slab = Slab::<String>::new();
         let (i, slot) = slab.alloc(thread_index()).unwrap();
-        let tag = slab.prepare(slot, "x".into(), 0, HELD);
+        let tag = slab.prepare(slot, "x".into(), 0, 0, HELD);
         slab.publish(slot);
         assert_eq!(slab.status_of(i), Some((tag, LIVE, true)));
         let freed = slab.resolve(i, tag, Outcome::Ack).unwrap().freed;
@@ -865,7 +1021,7 @@ mod tests {
         // The slot is reused with the next tag; the old ticket is stale.
         let (j, slot) = slab.alloc(thread_index()).unwrap();
         assert_eq!(i, j);
-        let tag2 = slab.prepare(slot, "y".into(), 0, 0);
+        let tag2 = slab.prepare(slot, "y".into(), 0, 0, 0);
         slab.publish(slot);
         assert_eq!(tag2, tag + 1);
         assert_eq!(

@@ -135,7 +135,10 @@ where
                 watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
                     stats.committable_records += backlog.untaken;
                     stats.uncommittable_records += backlog.records;
-                    if backlog.stopped {
+                    if backlog
+                        .stopped
+                        .is_some_and(|life| self.is_current(number as u32, life))
+                    {
                         stats.stopped.extend(self.partitions.key(number).cloned());
                     }
                     if backlog.records != 0 {

@@ -392,6 +392,16 @@ impl<P, O> Tracker<P, O> {
         woken.and(made_room)
     }
 
+    /// Whether `life` is the current life of partition `partition`: no
+    /// revoke ended it.
+    pub(crate) fn is_current(&self, partition: u32, life: u32) -> bool {
+        self.partitions
+            .life(partition as usize)
+            // Acquire: pairs with the revoke's bump, so what the revoke did
+            // before (releasing the old life's records) is seen too.
+            .is_some_and(|current| current.load(Ordering::Acquire) == life)
+    }
+
     /// Calls `f` on each generation from `oldest` on, through the one
     /// numbered `upto` if given, else through the open one. Generations
     /// numbered up to `upto` that already left the chain are skipped: they

@@ -53,8 +53,8 @@
 //! sees nothing in flight, `committable` returns everything.
 
 use crate::pages::Pages;
-use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED};
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
+use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED, REVOKED};
+use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -90,15 +90,73 @@ pub(crate) struct Queue {
     /// Acked records the watermark has passed, in all. Only the advancer
     /// writes it; each mark carries its value at the mark (`Slot::covered`).
     marked: AtomicU64,
-    /// The largest such count `committable` has reported.
-    reported: AtomicU64,
-    /// A failed record was passed: the watermark never moves again.
-    stopped: AtomicBool,
+    /// The largest such count `committable` has reported, modulo 2^32
+    /// (counts are compared as serial numbers).
+    reported: AtomicU32,
+    /// `STOPPED | life` once a failed (or revoked) record of that life was
+    /// passed: the watermark never moves again in that life. 0 before.
+    /// Only the advancer writes it.
+    stopped: AtomicU64,
+    /// The newest life of the partition among the records passed. Only the
+    /// advancer writes it.
+    newest: AtomicU32,
     /// The newest untaken watermark record (holding `MARKED`), or 0.
     mark: AtomicU32,
+    /// The last untaken mark of a life that a revoke ended, put aside when
+    /// a mark of a newer life was published (holding `MARKED`), for that
+    /// revoke to take; or 0.
+    ended_mark: AtomicU32,
+    /// The newest life whose revoke has taken its marks: `committable`
+    /// drops marks of older lives (an advance still running when the
+    /// revoke took the marks may publish one late).
+    settled: AtomicU32,
+    /// `drain_partition` calls waiting for this queue: the advancer wakes
+    /// waiters when it finishes a pass while any are.
+    watchers: AtomicU32,
+}
+
+/// The flag of `Queue::stopped`.
+const STOPPED: u64 = 1 << 32;
+
+/// Whether life `a` is newer than life `b` (lives count revokes, modulo
+/// 2^32, compared as serial numbers).
+pub(crate) fn newer(a: u32, b: u32) -> bool {
+    ahead_of(a, b) != 0
+}
+
+/// How far `count` is ahead of `before`, as serial numbers modulo 2^32
+/// (RFC 1982): 0 when it is not ahead.
+fn ahead_of(count: u32, before: u32) -> u32 {
+    match count.wrapping_sub(before) {
+        ahead if ahead < 1 << 31 => ahead,
+        _ => 0,
+    }
 }
 
 impl Queue {
+    /// Raises `reported` to a taken mark's count and returns by how much:
+    /// each count is reported by exactly one caller, even when two take
+    /// marks at once (a later mark may be taken first).
+    fn report(&self, covered: u32) -> u64 {
+        // Relaxed, all: a statistic; the CAS hands each step to one caller.
+        let mut before = self.reported.load(Ordering::Relaxed);
+        loop {
+            let ahead = ahead_of(covered, before);
+            if ahead == 0 {
+                return 0;
+            }
+            match self.reported.compare_exchange_weak(
+                before,
+                covered,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return u64::from(ahead),
+                Err(seen) => before = seen,
+            }
+        }
+    }
+
     fn new() -> Self {
         Self {
             tail: AtomicU32::new(0),
@@ -108,9 +166,13 @@ impl Queue {
             head: UnsafeCell::new(0),
             passed: AtomicU64::new(0),
             marked: AtomicU64::new(0),
-            reported: AtomicU64::new(0),
-            stopped: AtomicBool::new(false),
+            reported: AtomicU32::new(0),
+            stopped: AtomicU64::new(0),
+            newest: AtomicU32::new(0),
             mark: AtomicU32::new(0),
+            ended_mark: AtomicU32::new(0),
+            settled: AtomicU32::new(0),
+            watchers: AtomicU32::new(0),
         }
     }
 }
@@ -123,8 +185,9 @@ pub(crate) struct Backlog {
     /// Acked records the watermark passed that no `committable` call has
     /// taken yet.
     pub(crate) untaken: u64,
-    /// A failed record stopped the partition's watermark.
-    pub(crate) stopped: bool,
+    /// The life a failed record stopped the partition's watermark in, if
+    /// any (it matters only while that life is the current one).
+    pub(crate) stopped: Option<u32>,
 }
 
 pub(crate) struct Watermarks {
@@ -170,11 +233,12 @@ impl Watermarks {
 
     /// Advances `partition`'s watermark past every resolved record at the
     /// front of its queue, or leaves that to the thread already doing it.
-    /// `leave(entered, n, failed)` removes `n` passed records, `failed` of
-    /// them failed, that entered the same generation through the same count
-    /// shard (`entered` is their slots' generation word, see
-    /// `Slab::set_generation`), and returns true if waiters must be woken;
-    /// so does the advance, for the caller to wake them (user code) last.
+    /// `leave(entered, n, failed, life)` removes `n` passed records, sent in
+    /// the partition's life `life`, `failed` of them failed, that entered
+    /// the same generation through the same count shard (`entered` is their
+    /// slots' generation word, see `Slab::set_generation`), and returns true
+    /// if waiters must be woken; so does the advance, for the caller to
+    /// wake them (user code) last.
     ///
     /// No user code runs while this thread owns `work`: the slots it frees
     /// keep their offsets until they are reused (see `Slab::alloc`), and
@@ -187,7 +251,7 @@ impl Watermarks {
         &self,
         slots: &Slab<O>,
         partition: usize,
-        leave: impl Fn(*const (), u64, u64) -> bool,
+        leave: impl Fn(*const (), u64, u64, u32) -> bool,
     ) -> bool {
         let Some(queue) = self.queues.get(partition) else {
             return false; // cannot happen: the record was linked into it
@@ -213,7 +277,121 @@ impl Watermarks {
                 Err(now) => seen = now,
             }
         }
-        wakes
+        // Relaxed: a watcher's count is ordered by its read-modify-write of
+        // `work` (see `passed_at_least`), which our CAS above read if it
+        // came first; if it came after, the watcher sees our pass.
+        wakes || queue.watchers.load(Ordering::Relaxed) != 0
+    }
+
+    /// Records queued in `partition` so far: the target of a
+    /// `drain_partition` (records sent before the call).
+    pub(crate) fn sent(&self, partition: usize) -> u64 {
+        // Relaxed: a send that returned before the caller's call happened
+        // before it.
+        self.queues
+            .get(partition)
+            .map_or(0, |queue| queue.sent.load(Ordering::Relaxed))
+    }
+
+    /// Starts (`+1`) or ends (`-1`) a `drain_partition` watch of
+    /// `partition`'s passes. Call with the watcher registered to be woken.
+    pub(crate) fn watch(&self, partition: usize, start: bool) {
+        if let Some(queue) = self.queues.get(partition) {
+            // Relaxed: published to the advancer by `passed_at_least`'s
+            // read-modify-write of `work`.
+            if start {
+                queue.watchers.fetch_add(1, Ordering::Relaxed);
+            } else {
+                queue.watchers.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether the watermark of `partition` has passed `target` records.
+    /// For a watcher: its read-modify-write of `work` orders it against the
+    /// advancer's reset of `work` at the end of every pass, so either this
+    /// sees the pass or the advancer sees the watcher (and wakes it).
+    pub(crate) fn passed_at_least(&self, partition: usize, target: u64) -> bool {
+        let Some(queue) = self.queues.get(partition) else {
+            return target == 0;
+        };
+        // AcqRel: Release hands our `watchers` increment to the advancer's
+        // CAS that reads this; Acquire sees the passes of an advancer whose
+        // reset we read. Adds nothing: an idle queue stays idle.
+        queue.work.fetch_add(0, Ordering::AcqRel);
+        // Relaxed: ordered by the Acquire above.
+        queue.passed.load(Ordering::Relaxed) >= target
+    }
+
+    /// After a revoke ended life `old` of `partition`: takes the last
+    /// untaken mark of that life, if any is left (the caller then owns its
+    /// `MARKED` hold). A newer life's mark stays; older ones are dropped.
+    pub(crate) fn take_ended<O>(&self, partition: usize, old: u32, slots: &Slab<O>) -> Option<u32> {
+        let queue = self.queues.get(partition)?;
+        let mut found = None;
+        // AcqRel, all three: as in `take`.
+        let mark = queue.mark.swap(0, Ordering::AcqRel);
+        if mark != 0 {
+            let life = slots.slot_of(index_of(mark)).life();
+            if life == old {
+                found = Some(mark);
+            } else if newer(life, old)
+                && queue
+                    .mark
+                    .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // A newer life's: back where it was (unless an even newer
+                // one was published meanwhile, which covers it).
+            } else {
+                slots.release(index_of(mark), MARKED);
+            }
+        }
+        let ended = queue.ended_mark.swap(0, Ordering::AcqRel);
+        if ended != 0 {
+            if found.is_none() && slots.slot_of(index_of(ended)).life() == old {
+                found = Some(ended);
+            } else {
+                slots.release(index_of(ended), MARKED);
+            }
+        }
+        found
+    }
+
+    /// Puts back a mark [`take_ended`](Self::take_ended) took, when the
+    /// caller could not hand it out (a `Clone` panicked).
+    pub(crate) fn put_back<O>(&self, partition: usize, mark: u32, slots: &Slab<O>) {
+        let restored = self.queues.get(partition).is_some_and(|queue| {
+            // AcqRel: as in `Taken::drop`.
+            queue
+                .mark
+                .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        });
+        if !restored {
+            slots.release(index_of(mark), MARKED);
+        }
+    }
+
+    /// Records that the revoke ending the lives before `life` has taken
+    /// their marks: `committable` drops any it finds from now on.
+    pub(crate) fn settle(&self, partition: usize, life: u32) {
+        if let Some(queue) = self.queues.get(partition) {
+            // Relaxed: only orders marks the advancer published, which
+            // `take` reads with their own Acquire swap.
+            let mut current = queue.settled.load(Ordering::Relaxed);
+            while newer(life, current) {
+                match queue.settled.compare_exchange_weak(
+                    current,
+                    life,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(seen) => current = seen,
+                }
+            }
+        }
     }
 
     /// Takes the untaken mark of every partition: `f(partition, offset)`
@@ -246,7 +424,16 @@ impl Watermarks {
             // advancer's Release swap (or a put-back's Release CAS); Release
             // is for symmetry with them.
             let mark = queue.mark.swap(0, Ordering::AcqRel);
-            if mark != 0 {
+            if mark == 0 {
+                return;
+            }
+            // Relaxed: see `settle`.
+            let settled = queue.settled.load(Ordering::Relaxed);
+            if newer(settled, slots.slot_of(index_of(mark)).life()) {
+                // Of a life a completed revoke ended (published late by an
+                // advance that was running then): not ours to hand out.
+                slots.release(index_of(mark), MARKED);
+            } else {
                 taken.marks.push((partition, mark));
             }
         });
@@ -260,10 +447,7 @@ impl Watermarks {
             let index = index_of(mark);
             let covered = slots.slot_of(index).covered();
             if let Some(queue) = self.queues.get(partition) {
-                // Relaxed: a statistic. `fetch_max` hands each count to one
-                // caller even when two take marks at once.
-                let before = queue.reported.fetch_max(covered, Ordering::Relaxed);
-                records += covered.saturating_sub(before);
+                records += queue.report(covered);
             }
             slots.release(index, MARKED); // no user code: see `Slab::alloc`
         }
@@ -289,13 +473,14 @@ impl Watermarks {
             let passed = queue.passed.load(Ordering::Relaxed);
             let sent = queue.sent.load(Ordering::Relaxed);
             let stopped = queue.stopped.load(Ordering::Relaxed);
-            let marked = queue.marked.load(Ordering::Relaxed);
+            let stopped = (stopped & STOPPED != 0).then_some(stopped as u32);
+            let marked = queue.marked.load(Ordering::Relaxed) as u32;
             let reported = queue.reported.load(Ordering::Relaxed);
             f(
                 partition,
                 Backlog {
                     records: sent.saturating_sub(passed),
-                    untaken: marked.saturating_sub(reported),
+                    untaken: u64::from(ahead_of(marked, reported)),
                     stopped,
                 },
             );
@@ -338,21 +523,22 @@ impl<O> Drop for Taken<'_, O> {
 fn advance_once<O>(
     queue: &Queue,
     slots: &Slab<O>,
-    leave: &impl Fn(*const (), u64, u64) -> bool,
+    leave: &impl Fn(*const (), u64, u64, u32) -> bool,
     wakes: &mut bool,
 ) {
     // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
     // on `work` order one holder's accesses before the next one's.
     let mut head = queue.head.with(|h| unsafe { *h });
-    // Relaxed: only advancers write it, and we are the advancer.
+    // Relaxed, both: only advancers write them, and we are the advancer.
     let mut stopped = queue.stopped.load(Ordering::Relaxed);
+    let mut newest = queue.newest.load(Ordering::Relaxed);
     // The newest passed acked record, not yet published as the mark. It is
     // always `head` when set.
     let mut candidate = 0_u32;
     // Passed records whose generation count we have yet to decrement, all of
-    // one generation and count shard: (their generation word, how many, how
-    // many failed).
-    let mut group: Option<(*const (), u64, u64)> = None;
+    // one generation and count shard and one life: (their generation word,
+    // how many, how many failed, their life).
+    let mut group: Option<(*const (), u64, u64, u32)> = None;
     let (mut passed, mut marked) = (0_u64, 0_u64);
     loop {
         let link = if head == 0 {
@@ -380,28 +566,50 @@ fn advance_once<O>(
             break; // LIVE, or prepared and not yet published
         }
         let generation = slot.generation();
-        // Before the group changes generation, publish the mark that covers
-        // the group's records: their generation may drain on our decrement,
-        // and whoever sees it drained must find the mark.
-        if let Some((current, count, failed)) = group {
-            if current != generation {
+        // Read like the generation: written before the publish that the
+        // resolution (which we acquired) came after.
+        let life = slot.life();
+        let revoked = slot.state() & REVOKED != 0;
+        // A record of a newer life: the older life's watermark is final.
+        // Publish it (a revoke takes it), then start the new life afresh.
+        if newer(life, newest) {
+            if candidate != 0 {
+                publish(queue, slots, candidate, &mut marked);
+                candidate = 0;
+            }
+            newest = life;
+            // Relaxed: advancer-owned, read by `stats` as a statistic.
+            queue.newest.store(newest, Ordering::Relaxed);
+        }
+        // Before the group changes generation (or life), publish the mark
+        // that covers the group's records: their generation may drain on our
+        // decrement, and whoever sees it drained must find the mark.
+        if let Some((current, count, failed, group_life)) = group {
+            if current != generation || group_life != life {
                 if candidate != 0 {
                     publish(queue, slots, candidate, &mut marked);
                     candidate = 0;
                 }
-                *wakes |= leave(current, count, failed);
+                *wakes |= leave(current, count, failed, group_life);
                 group = None;
             }
         }
-        let failed = u64::from(status == FAILED);
+        // A revoked record is not a failure: nothing failed, its life ended.
+        let failed = u64::from(status == FAILED && !revoked);
         group = Some(match group {
-            Some((g, count, f)) => (g, count + 1, f + failed),
-            None => (generation, 1, failed),
+            Some((g, count, f, l)) => (g, count + 1, f + failed, l),
+            None => (generation, 1, failed, life),
         });
-        if status == FAILED && !stopped {
-            stopped = true;
+        // Records of an older life (sent while a revoke ran) are passed and
+        // nothing more: their life's watermark was final already.
+        let current = life == newest;
+        let stopped_now = stopped == STOPPED | u64::from(newest);
+        if status == FAILED && current && !stopped_now {
+            // A failure (or a record the revoke released) ends this life's
+            // contiguous acked prefix.
+            stopped = STOPPED | u64::from(newest);
             // Relaxed: a statistic; the advancer re-reads its own writes.
-            queue.stopped.store(true, Ordering::Relaxed);
+            queue.stopped.store(stopped, Ordering::Relaxed);
             if candidate != 0 {
                 // `head` is the last good watermark: publish it before the
                 // step below drops its queue hold.
@@ -414,7 +622,7 @@ fn advance_once<O>(
         }
         head = next;
         passed += 1;
-        if !stopped {
+        if status == ACKED && current && !stopped_now {
             candidate = next;
             marked += 1;
         }
@@ -430,8 +638,8 @@ fn advance_once<O>(
     }
     // SAFETY: as above.
     queue.head.with_mut(|h| unsafe { *h = head });
-    if let Some((generation, count, failed)) = group {
-        *wakes |= leave(generation, count, failed);
+    if let Some((generation, count, failed, life)) = group {
+        *wakes |= leave(generation, count, failed, life);
     }
 }
 
@@ -444,11 +652,25 @@ fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) 
     // `work` handover orders the writers); `stats` reads it as a statistic.
     let total = queue.marked.load(Ordering::Relaxed) + std::mem::take(marked);
     queue.marked.store(total, Ordering::Relaxed);
-    slots.mark(index_of(candidate), total);
+    // Modulo 2^32: `Queue::report` compares these as serial numbers.
+    slots.mark(index_of(candidate), total as u32);
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
     let replaced = queue.mark.swap(candidate, Ordering::AcqRel);
-    if replaced != 0 {
+    if replaced == 0 {
+        return;
+    }
+    let candidate_life = slots.slot_of(index_of(candidate)).life();
+    let replaced_life = slots.slot_of(index_of(replaced)).life();
+    if newer(candidate_life, replaced_life) {
+        // The last mark of a life a revoke ended: put it aside for the
+        // revoke (the mark of a newer life does not cover it). AcqRel: as
+        // for `mark`.
+        let stale = queue.ended_mark.swap(replaced, Ordering::AcqRel);
+        if stale != 0 {
+            slots.release(index_of(stale), MARKED);
+        }
+    } else {
         slots.release(index_of(replaced), MARKED);
     }
 }
@@ -623,7 +845,10 @@ where
         // there must come before any advance is taken.
         let mut largest: Option<(usize, u64)> = None;
         watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
-            if backlog.stopped {
+            if backlog
+                .stopped
+                .is_some_and(|life| self.is_current(number as u32, life))
+            {
                 if let Some(partition) = self.partitions.key(number) {
                     result.stopped.push(partition.clone());
                 }

@@ -1,0 +1,397 @@
+//! A partition's lifecycle: [`Tracker::revoke`] (a rebalance takes the
+//! partition away, or it restarts after a failure) and
+//! [`Tracker::drain_partition`] (a clean hand-off).
+//!
+//! # Lives
+//!
+//! Each partition has a *life*, a number that `revoke` moves on (in the
+//! partition index's entry, beside the key). A send reads it and stamps its
+//! record with it. `revoke` moves the life on first, then releases every
+//! unresolved record of an older life: one compare-and-swap from `LIVE` on
+//! each, which a racing `ack` either wins (the record was delivered first)
+//! or loses (`ResolveError::Revoked`). A released record is counted out of
+//! its generation and gives its permit back, as a resolution does, so no
+//! flush or `drain` waits for it.
+//!
+//! A send racing the revoke is released too, or belongs to the new life,
+//! never both, never neither: the revoke's scan of the slots makes a
+//! read-modify-write of each slot's state word, and the send's publish is a
+//! read-modify-write of the same word, after which the send reads the life
+//! again. If the scan came first, the send sees the new life and releases
+//! its own record; if the publish came first, the scan finds the record
+//! live and releases it.
+//!
+//! Nothing of an ended life is reported afterwards: a flush skips offsets
+//! and failures of older lives (the carry and each generation keep the
+//! life of every retained offset and failure), and a watermark passes
+//! records of older lives without marking them. The last untaken
+//! watermark of the ended life goes to `Revoked::committable`, unless a
+//! `committable()` call took it first; a mark of the ended life that an
+//! advance running on another thread publishes after the revoke took the
+//! marks is dropped (that advance's records are then redone after the
+//! hand-off, never lost; `drain_partition` first rules it out).
+//!
+//! A revoke costs a scan of every slot the tracker has allocated (work in
+//! proportion to the most records it ever held), one read-modify-write
+//! each: records are not listed per partition, which would cost every send
+//! and ack; a revoke is rare.
+
+use crate::generation::entered_from;
+use crate::partition::Lifecycle;
+use crate::slab::{status_of_state, tag, Outcome, LIVE};
+use crate::sync::Ordering;
+use crate::watermark::newer;
+use crate::{FlushError, Tracker};
+use std::borrow::Borrow;
+use std::future::Future;
+use std::hash::Hash;
+use std::time::Duration;
+
+impl<O> Default for Revoked<O> {
+    /// Nothing released, nothing committable.
+    fn default() -> Self {
+        Self {
+            released: 0,
+            committable: None,
+        }
+    }
+}
+
+/// What [`Tracker::revoke`] did.
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::builder().watermarks().build();
+/// let a = tracker.send("p", 1_u64).unwrap();
+/// let b = tracker.send("p", 2_u64).unwrap();
+/// tracker.ack(a).unwrap();
+/// let revoked = tracker.revoke("p");
+/// assert_eq!(revoked.released, 1);            // b
+/// assert_eq!(revoked.committable, Some(1));   // a's advance, not yet taken
+/// assert_eq!(tracker.ack(b), Err(inflight::ResolveError::Revoked));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[must_use = "the partition's last committable offset is handed out here, once"]
+pub struct Revoked<O> {
+    /// Unresolved records of the partition that the revoke released.
+    pub released: usize,
+    /// On a watermark tracker, the partition's last watermark that no
+    /// [`committable`](Tracker::committable) call had taken: commit it to
+    /// hand the partition over. `None` when there is none (or without
+    /// watermarks).
+    pub committable: Option<O>,
+}
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Ends `partition`'s current life: what a consumer does when a
+    /// rebalance takes the partition away, and what restarts a partition
+    /// after a failure. Lock-free, and linearizable with every other call.
+    /// When it returns:
+    ///
+    /// - every record of `partition` sent before it and still unresolved is
+    ///   **released**: no longer counted in [`in_flight`](Self::in_flight),
+    ///   waited for by no flush or `drain`, its capacity given back; its
+    ///   ticket answers [`ResolveError::Revoked`](crate::ResolveError::Revoked)
+    ///   and changes nothing (a record whose `ack` won the race was
+    ///   delivered, and counts as such);
+    /// - nothing of the partition's ended life is reported afterwards: no
+    ///   flush returns its offsets or fails for its failures, and its
+    ///   watermark is final (a failure no longer stops the partition);
+    /// - a later `send` to `partition` starts its new life, as a restart
+    ///   from its committed offset does: its own watermark, its own flushes;
+    /// - on a watermark tracker, [`Revoked::committable`] carries the ended
+    ///   life's last watermark that no `committable()` call took (each
+    ///   advance still goes to exactly one caller).
+    ///
+    /// For a clean hand-off, [`drain_partition`](Self::drain_partition)
+    /// (bounded) first, then `revoke`, then commit `Revoked::committable`.
+    /// On a barrier tracker, flush and commit before revoking instead.
+    ///
+    /// A partition never seen is left alone (`released` is 0). Costs a
+    /// scan of every slot the tracker has allocated (see the module docs of
+    /// `revoke`); `send` and `ack` pay nothing for it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, ResolveError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let failed = tracker.send("p", 1_u64).unwrap();
+    /// tracker.fail(failed).unwrap();                 // p's watermark and flushes fail...
+    /// let stuck = tracker.send("p", 2_u64).unwrap();
+    /// assert_eq!(tracker.revoke("p").released, 1);   // ...until p restarts
+    /// assert_eq!(tracker.ack(stuck), Err(ResolveError::Revoked));
+    /// let again = tracker.send("p", 1_u64).unwrap(); // the new life, from the committed offset
+    /// tracker.ack(again).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO).unwrap()["p"], 1);
+    /// flush.commit().unwrap();
+    /// ```
+    pub fn revoke<Q>(&self, partition: &Q) -> Revoked<O>
+    where
+        P: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(number) = self.partitions.find(partition) else {
+            return Revoked::default();
+        };
+        let Some(lifecycle) = self.partitions.lifecycle(number) else {
+            return Revoked::default();
+        };
+        // AcqRel: Release, carried to racing sends by the scan's touches
+        // (see the module docs) and to `is_current` readers; Acquire sees
+        // what an earlier revoke did.
+        let ended = lifecycle.life.fetch_add(1, Ordering::AcqRel);
+        let life = ended.wrapping_add(1);
+        let (mut released, mut wakes, mut room) = (0, false, false);
+        let number = number as u32;
+        for index in 0..self.slots.used() {
+            let Some((slot, state)) = self.slots.touch(index) else {
+                break;
+            };
+            // The partition and life are this record's: the touch acquired
+            // its publish, and the CAS below fails if the slot moved on.
+            if status_of_state(state) != LIVE
+                || slot.partition() != number
+                || !newer(life, slot.life())
+            {
+                continue;
+            }
+            if let Some((w, r)) = self.release(index, tag(state)) {
+                released += 1;
+                wakes |= w;
+                room |= r;
+            }
+        }
+        // On a watermark tracker the released records are passed now (or by
+        // the thread advancing), which makes the ended life's watermark final.
+        wakes |= self.advance_watermark(number);
+        // Records whose own sends released them, having raced this revoke
+        // (or an earlier one): counted here, once. AcqRel: as there.
+        released += lifecycle.released_late.swap(0, Ordering::AcqRel) as usize;
+        let committable = self.take_ended(number as usize, ended, life);
+        self.wake(wakes, room);
+        Revoked {
+            released,
+            committable,
+        }
+    }
+
+    /// The ended life's last untaken mark, cloned, and the partition
+    /// settled (late marks of that life dropped from now on).
+    fn take_ended(&self, number: usize, ended: u32, life: u32) -> Option<O> {
+        let watermarks = self.watermarks.as_ref()?;
+        let mark = watermarks.take_ended(number, ended, &self.slots);
+        let offset = mark.map(|mark| {
+            // If the `Clone` (user code) panics, the mark goes back, and the
+            // partition stays unsettled: the advance is not lost.
+            let unwinding = PutBack {
+                tracker: self,
+                number,
+                mark,
+            };
+            // SAFETY: we own the mark's `MARKED` hold, so the slot keeps its
+            // acked offset until we release it.
+            let offset = unsafe { self.slots.slot_of(mark as usize - 1).value() }.clone();
+            std::mem::forget(unwinding);
+            self.slots.release(mark as usize - 1, crate::slab::MARKED);
+            offset
+        });
+        watermarks.settle(number, life);
+        offset
+    }
+
+    /// Releases the unresolved record `index` with `tag` (a revoke's), if
+    /// it still is: returns whether waiters must be woken and whether a
+    /// sender waits for room, or `None` if the record was resolved first.
+    fn release(&self, index: usize, tag: u32) -> Option<(bool, bool)> {
+        let resolved = self.slots.resolve(index, tag, Outcome::Revoke).ok()?;
+        let room = self.return_permit();
+        let mut wakes = resolved.watched;
+        if self.watermarks.is_none() {
+            let (generation, shard) = entered_from(resolved.generation);
+            // SAFETY: as in `resolve`: read while the record was LIVE, proved
+            // by our CAS, and alive until our leave.
+            let generation = unsafe { &*generation };
+            wakes |= self.shards.leave(shard, generation);
+            if resolved.freed {
+                self.slots.recycle_slot(index, resolved.slot);
+            }
+        }
+        // On a watermark tracker the record stays queued and counted until
+        // the watermark passes it (the caller advances).
+        Some((wakes, room))
+    }
+
+    /// A send that found its partition's life moved on after it published:
+    /// it releases its own record (unless the revoke's scan did).
+    /// It counts in its partition's `released_late`, which the revoke (or
+    /// the next one) adds to what it reports.
+    #[cold]
+    pub(crate) fn release_revoked_send(
+        &self,
+        index: usize,
+        partition: u32,
+        tag: u32,
+        lifecycle: &Lifecycle,
+    ) {
+        if let Some((wakes, room)) = self.release(index, tag) {
+            // AcqRel: a revoke's swap takes the count.
+            lifecycle.released_late.fetch_add(1, Ordering::AcqRel);
+            let wakes = wakes | self.advance_watermark(partition);
+            self.wake(wakes, room);
+        }
+    }
+
+    /// Waits, at most `timeout`, until every record of `partition` sent
+    /// before this call is resolved (on a watermark tracker, until its
+    /// watermark has passed them, so that `committable()` or a `revoke`
+    /// then has them all), ignoring every other partition. Timeout and
+    /// [`interrupt`](Self::interrupt) as for [`drain`](Self::drain). A
+    /// partition never seen has nothing to wait for.
+    ///
+    /// The clean hand-off of a partition: `drain_partition` (bounded), then
+    /// [`revoke`](Self::revoke), then commit `Revoked::committable`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::Tracker;
+    /// let tracker = Tracker::builder().watermarks().build();
+    /// let p = tracker.send("p", 1_u64).unwrap();
+    /// let _q = tracker.send("q", 9_u64).unwrap(); // another partition: ignored
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| tracker.ack(p).unwrap());
+    ///     tracker.drain_partition("p", Duration::from_secs(10)).unwrap();
+    /// });
+    /// assert_eq!(tracker.revoke("p").committable, Some(1));
+    /// ```
+    pub fn drain_partition<Q>(&self, partition: &Q, timeout: Duration) -> Result<(), FlushError>
+    where
+        P: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let Some(watch) = self.watch_partition(partition) else {
+            return Ok(());
+        };
+        self.block_until_drained(timeout, || Ok(watch.pending(self)))
+    }
+
+    /// The async [`drain_partition`](Self::drain_partition), for any
+    /// executor: what it waits for is fixed when it is called (records
+    /// sent before), not when first polled. Cancel-safe; use your runtime's
+    /// timeout.
+    ///
+    /// ```
+    /// # #[tokio::main] async fn main() {
+    /// let tracker = inflight::Tracker::new();
+    /// let p = tracker.send("p", 1_u64).unwrap();
+    /// let draining = tracker.drain_partition_async("p");
+    /// tracker.ack(p).unwrap();
+    /// draining.await.unwrap();
+    /// # }
+    /// ```
+    // Not an `async fn`: the signature promises `Send`, and the watch must
+    // start at the call.
+    #[allow(clippy::manual_async_fn)]
+    pub fn drain_partition_async<Q>(
+        &self,
+        partition: &Q,
+    ) -> impl Future<Output = Result<(), FlushError>> + Send + '_
+    where
+        P: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let watch = self.watch_partition(partition);
+        async move {
+            match watch {
+                None => Ok(()),
+                Some(watch) => crate::future::until(self, || Ok(watch.pending(self))).await,
+            }
+        }
+    }
+
+    /// Starts watching the records of `partition` sent so far.
+    fn watch_partition<Q>(&self, partition: &Q) -> Option<Watch<'_, P, O>>
+    where
+        P: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let number = self.partitions.find(partition)?;
+        let mut watch = Watch {
+            tracker: self,
+            number,
+            records: Vec::new(),
+            target: None,
+        };
+        match &self.watermarks {
+            Some(watermarks) => {
+                watermarks.watch(number, true);
+                watch.target = Some(watermarks.sent(number));
+            }
+            None => {
+                self.slots
+                    .for_each_live(|index, state, record_partition, _| {
+                        if record_partition as usize == number && self.slots.watch(index, state) {
+                            watch.records.push((index, state));
+                        }
+                    });
+            }
+        }
+        Some(watch)
+    }
+}
+
+/// What a `drain_partition` waits for: on a barrier tracker, the records
+/// it flagged `WATCHED` (whose resolution wakes waiters); on a watermark
+/// tracker, the watermark passing the records queued before the call (the
+/// advancer wakes waiters while the queue has watchers).
+struct Watch<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    number: usize,
+    records: Vec<(usize, u64)>,
+    target: Option<u64>,
+}
+
+impl<P, O> Watch<'_, P, O> {
+    /// How many of the watched records are still pending (at least 1 while
+    /// a watermark has not passed them all).
+    fn pending(&self, tracker: &Tracker<P, O>) -> usize {
+        match (self.target, &tracker.watermarks) {
+            (Some(target), Some(watermarks)) => {
+                usize::from(!watermarks.passed_at_least(self.number, target))
+            }
+            _ => self
+                .records
+                .iter()
+                .filter(|&&(index, state)| tracker.slots.still_live(index, state))
+                .count(),
+        }
+    }
+}
+
+impl<P, O> Drop for Watch<'_, P, O> {
+    fn drop(&mut self) {
+        if let (Some(_), Some(watermarks)) = (self.target, &self.tracker.watermarks) {
+            watermarks.watch(self.number, false);
+        }
+    }
+}
+
+/// Puts a mark `Tracker::take_ended` took back if cloning its offset panics.
+struct PutBack<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    number: usize,
+    mark: u32,
+}
+
+impl<P, O> Drop for PutBack<'_, P, O> {
+    fn drop(&mut self) {
+        if let Some(watermarks) = &self.tracker.watermarks {
+            watermarks.put_back(self.number, self.mark, &self.tracker.slots);
+        }
+    }
+}
