@@ -74,6 +74,11 @@
 //!     send takes anything (or when the tracker drops).
 //! 15. [`Flush::wait`] returns [`FlushError::Failed`] as soon as a covered
 //!     record has failed, waking a waiting call.
+//! 16. After [`Tracker::revoke`] of a partition, its unresolved records are
+//!     released (their tickets answer [`ResolveError::Revoked`]), nothing of
+//!     its ended life is waited for or reported, its failure is forgotten,
+//!     and a later send starts it anew; its last untaken watermark goes to
+//!     exactly one of `committable()` and [`Revoked::committable`].
 //!
 //! A failed record stays covered by every later flush, which keeps
 //! returning `Failed`: restart from the last committed offsets (that is

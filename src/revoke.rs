@@ -38,7 +38,7 @@
 
 use crate::generation::entered_from;
 use crate::partition::Lifecycle;
-use crate::slab::{status_of_state, tag, Outcome, LIVE};
+use crate::slab::{status_of_state, tag, LIVE};
 use crate::sync::Ordering;
 use crate::watermark::newer;
 use crate::{FlushError, Tracker};
@@ -209,15 +209,32 @@ where
     /// it still is: returns whether waiters must be woken and whether a
     /// sender waits for room, or `None` if the record was resolved first.
     fn release(&self, index: usize, tag: u32) -> Option<(bool, bool)> {
-        let resolved = self.slots.resolve(index, tag, Outcome::Revoke).ok()?;
+        // Mutant `ack_after_revoke` (loom suite only): the release does not
+        // take the record's state from LIVE, so its ticket still resolves.
+        #[cfg(inflight_mutant = "ack_after_revoke")]
+        let resolved = self.slots.resolve_peek(index, tag)?;
+        #[cfg(not(inflight_mutant = "ack_after_revoke"))]
+        let resolved = self
+            .slots
+            .resolve(index, tag, crate::slab::Outcome::Revoke)
+            .ok()?;
         let room = self.return_permit();
+        #[cfg_attr(inflight_mutant = "revoke_keeps_pending", allow(unused_mut))]
         let mut wakes = resolved.watched;
         if self.watermarks.is_none() {
             let (generation, shard) = entered_from(resolved.generation);
             // SAFETY: as in `resolve`: read while the record was LIVE, proved
             // by our CAS, and alive until our leave.
             let generation = unsafe { &*generation };
-            wakes |= self.shards.leave(shard, generation);
+            // Mutant `revoke_keeps_pending` (loom suite only): a released
+            // record still counts in its generation, so flushes and drains
+            // wait for it for ever.
+            #[cfg(not(inflight_mutant = "revoke_keeps_pending"))]
+            {
+                wakes |= self.shards.leave(shard, generation);
+            }
+            #[cfg(inflight_mutant = "revoke_keeps_pending")]
+            let _ = (shard, generation);
             if resolved.freed {
                 self.slots.recycle_slot(index, resolved.slot);
             }

@@ -705,6 +705,22 @@ impl<O> Slab<O> {
         }
     }
 
+    /// Mutant `ack_after_revoke` (loom suite only): what `resolve` would
+    /// return for the record, without changing its state.
+    #[cfg(inflight_mutant = "ack_after_revoke")]
+    pub(crate) fn resolve_peek(&self, index: usize, ticket_tag: u32) -> Option<Resolved<'_, O>> {
+        let slot = self.get(index)?;
+        let current = slot.state.load(Ordering::Acquire);
+        (tag(current) == ticket_tag && status(current) == LIVE).then(|| Resolved {
+            slot,
+            generation: slot.generation.load(Ordering::Relaxed),
+            partition: slot.link.load(Ordering::Relaxed),
+            life: slot.life.load(Ordering::Relaxed),
+            freed: false,
+            watched: current & WATCHED != 0,
+        })
+    }
+
     /// Puts a slot whose state this thread set to `FREE` (or that it took
     /// and did not use) back on a free list. A freed record's offset stays
     /// in it, `STALE`, until the slot's next [`alloc`](Self::alloc): no user

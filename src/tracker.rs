@@ -321,7 +321,15 @@ impl<P, O> Tracker<P, O> {
         }
         // AcqRel: Acquire, when this reads `ROOM_WANTED`, sees the waiting
         // sender's registration, made before its Release CAS set the bit.
-        self.permits.fetch_sub(1, Ordering::AcqRel) & ROOM_WANTED != 0
+        let wanted = self.permits.fetch_sub(1, Ordering::AcqRel) & ROOM_WANTED != 0;
+        // Mutant `lost_room_wakeup` (loom suite only): a resolution never
+        // tells that a sender waits for room, so nobody wakes it.
+        #[cfg(inflight_mutant = "lost_room_wakeup")]
+        let wanted = {
+            let _ = wanted;
+            false
+        };
+        wanted
     }
 
     /// For a sender registered in `room`, after `send` said `Full` for want

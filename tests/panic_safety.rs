@@ -533,6 +533,33 @@ fn the_stuck_record_report_with_a_panicking_clone_holds_nothing() {
     assert_all_dropped(tracker);
 }
 
+/// `revoke` hashes and compares the key before it changes anything, and
+/// clones the ended life's last offset holding its mark: if that `Clone`
+/// panics, the mark goes back and `committable()` still has it.
+#[test]
+fn revoke_with_a_panicking_hash_or_clone_loses_nothing() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    let a = send(&tracker, 0, 1);
+    let b = send(&tracker, 0, 2);
+    tracker.ack(a).unwrap();
+    arm(Act::Hash, K);
+    expect_planned_panic("revoke (hash)", || tracker.revoke(&Key::new(K)));
+    assert_eq!(tracker.in_flight(), 1, "nothing released");
+    arm(Act::Clone, 1);
+    expect_planned_panic("revoke (clone)", || tracker.revoke(&Key::new(K)));
+    // The records were released, the advance was put back.
+    assert_eq!(tracker.ack(b), Err(inflight::ResolveError::Revoked));
+    assert_eq!(ids(&tracker.committable()), vec![(0, 1)]);
+    assert_eq!(tracker.in_flight(), 0);
+    let revoked = tracker.revoke(&Key::new(K));
+    assert_eq!(
+        (revoked.released, revoked.committable.map(|o| o.id)),
+        (0, None)
+    );
+    assert_usable(&tracker, 3);
+    assert_all_dropped(tracker);
+}
+
 // ---- P: Hash, Eq, Clone, Drop in send ------------------------------------------
 
 /// `send` hashes, compares and (for a new partition) clones its key before
