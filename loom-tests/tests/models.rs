@@ -192,6 +192,39 @@ fn fail_vs_wait_is_failed_never_ok() {
     });
 }
 
+/// 6b. Fail fast: a covered record fails while another covered record stays
+/// pending (for good: it is acked only after the flush gave up). The
+/// flusher, which may already be parked in `wait`, must be woken by the
+/// failure and return `Failed` at once rather than wait for the other
+/// record; a failure that wakes nobody shows up as a loom deadlock. The
+/// failure also races the seal (both records were sent before
+/// `begin_flush`, so both are covered wherever the failure's leave lands:
+/// in its count shard or in the sealed generation's `pending`).
+#[test]
+fn fail_wakes_wait_while_another_covered_record_is_pending() {
+    run_model(
+        "fail_wakes_wait_while_another_covered_record_is_pending",
+        || {
+            let tracker: Arc<T> = Arc::new(Tracker::new());
+            let doomed = tracker.send("p", off(1)).unwrap();
+            let stuck = tracker.send("q", off(2)).unwrap();
+            let t2 = tracker.clone();
+            let failer = thread::spawn(move || t2.fail(doomed).unwrap());
+            let mut flush = tracker.begin_flush().unwrap();
+            assert_eq!(
+                flush.wait(FOREVER).map(plain),
+                Err(FlushError::Failed { failed: 1 }),
+                "the wait did not fail fast"
+            );
+            failer.join().unwrap();
+            assert_eq!(tracker.in_flight(), 1, "the other record is still pending");
+            flush.abort();
+            tracker.ack(stuck).unwrap();
+            assert_eq!(tracker.in_flight(), 0);
+        },
+    );
+}
+
 /// 7. An interrupt reaches exactly one wait: the one in progress, or the
 /// next one if it comes first.
 #[test]
@@ -329,6 +362,54 @@ fn close_vs_send() {
             Err(SendError::Closed(..))
         ));
     });
+}
+
+/// 11b. `close` then `drain` racing a send, while the open generation is
+/// not the first, so that `drain` may find it idle (every count shard
+/// empty) and seal nothing. A send that is accepted (and never acked) must
+/// be waited for: the drain then returns `Timeout { pending: 1 }`, never
+/// `Ok`. Either the drain's idle check comes after the send's entry on its
+/// count shard (and sees the record), or before it, and then the send sees
+/// the close and gets its record back. With the idle check a plain load
+/// (mutant `idle_load`) both can miss each other: a lost record.
+#[test]
+fn close_then_drain_vs_send_waits_for_an_accepted_record() {
+    run_model(
+        "close_then_drain_vs_send_waits_for_an_accepted_record",
+        || {
+            let tracker: Arc<T> = Arc::new(Tracker::new());
+            // Seals generation 0: the open one is now number 1, the only
+            // kind `drain` may skip sealing.
+            tracker.drain(Duration::ZERO).unwrap();
+            let t2 = tracker.clone();
+            let sender = thread::spawn(move || t2.send("p", off(1)));
+            tracker.close();
+            let drained = tracker.drain(Duration::ZERO);
+            match sender.join().unwrap() {
+                Ok(ticket) => {
+                    assert_eq!(
+                        drained,
+                        Err(FlushError::Timeout { pending: 1 }),
+                        "drain after close passed an accepted, unacked record"
+                    );
+                    assert_eq!(tracker.in_flight(), 1);
+                    tracker.ack(ticket).unwrap();
+                }
+                Err(SendError::Closed(p, o)) => {
+                    assert_eq!((p, *o), ("p", 1), "the record comes back");
+                    // The drain may have counted the record before the send
+                    // backed out.
+                    assert!(
+                        matches!(drained, Ok(()) | Err(FlushError::Timeout { pending: 1 })),
+                        "{drained:?}"
+                    );
+                    assert_eq!(tracker.in_flight(), 0);
+                }
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+            tracker.drain(Duration::ZERO).unwrap();
+        },
+    );
 }
 
 /// 12. At capacity, a send racing an ack is refused (with its record) or
