@@ -140,10 +140,15 @@ where
         }
         // A failure wakes waiters too: a flush that covers it fails at once
         // (guarantee 15). Wakers are user code: last.
-        self.wake(
-            drained || outcome == Outcome::Fail || resolved.watched,
-            room,
-        );
+        let failed = outcome == Outcome::Fail;
+        // Mutant `silent_fail` (loom suite only): a failure wakes nobody, so
+        // a flush waits for the rest instead of failing at once.
+        #[cfg(inflight_mutant = "silent_fail")]
+        let failed = {
+            let _ = failed;
+            false
+        };
+        self.wake(drained || failed || resolved.watched, room);
         Ok(())
     }
 }
