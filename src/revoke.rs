@@ -236,7 +236,7 @@ where
             #[cfg(inflight_mutant = "revoke_keeps_pending")]
             let _ = (shard, generation);
             if resolved.freed {
-                self.slots.recycle_slot(index, resolved.slot);
+                self.slots.quarantine_slot(index, resolved.slot);
             }
         }
         // On a watermark tracker the record stays queued and counted until

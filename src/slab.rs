@@ -551,7 +551,8 @@ impl<O> Slab<O> {
         // else reads or writes its value; a free slot holds no value.
         slot.value.with_mut(|v| unsafe { (*v).write(value) });
         // Relaxed: the slot is still private to this thread.
-        let previous = tag(slot.state.load(Ordering::Relaxed));
+        let previous_state = slot.state.load(Ordering::Relaxed);
+        let previous = tag(previous_state);
         let next = match previous.wrapping_add(1) {
             0 => 1,
             t => t,
@@ -562,7 +563,7 @@ impl<O> Slab<O> {
         slot.life.store(life, Ordering::Relaxed);
         slot.next_queued.store(0, Ordering::Relaxed);
         // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
-        let remembers = slot.state.load(Ordering::Relaxed) & REMEMBERS;
+        let remembers = previous_state & REMEMBERS;
         slot.state.store(
             (u64::from(next) << 32) | holds | FREE | remembers,
             Ordering::Relaxed,
@@ -663,7 +664,12 @@ impl<O> Slab<O> {
             // from LIVE(tag) proves the reads belong to this record.
             let generation = slot.generation.load(Ordering::Relaxed);
             let partition = slot.link.load(Ordering::Relaxed);
-            let life = slot.life.load(Ordering::Relaxed);
+            // Only failures (and revokes) need it.
+            let life = if outcome == Outcome::Ack {
+                0
+            } else {
+                slot.life.load(Ordering::Relaxed)
+            };
             let next = match (held, outcome) {
                 // FREE, same tag; the offset stays until the slot's reuse.
                 (false, Outcome::Revoke) => (current & !STATUS) | STALE | REVOKED | REMEMBERS,
@@ -727,13 +733,23 @@ impl<O> Slab<O> {
     /// code runs here.
     #[inline]
     pub(crate) fn recycle_slot(&self, index: usize, slot: &Slot<O>) {
-        // Relaxed: the slot is ours; we (or the resolver whose CAS we
-        // acquired) set its state.
-        if slot.state.load(Ordering::Relaxed) & REVOKED != 0 {
+        self.push_slot(index, slot);
+    }
+
+    /// [`recycle_slot`](Self::recycle_slot) for a slot whose freeing state
+    /// was `state`: a revoked record's slot goes to the quarantine.
+    #[inline]
+    fn recycle_freed(&self, index: usize, slot: &Slot<O>, state: u64) {
+        if state & REVOKED != 0 {
             self.quarantine(index, slot);
         } else {
             self.push_slot(index, slot);
         }
+    }
+
+    /// Frees the slot of a record a revoke released (see `quarantine`).
+    pub(crate) fn quarantine_slot(&self, index: usize, slot: &Slot<O>) {
+        self.quarantine(index, slot);
     }
 
     #[cold]
@@ -821,7 +837,7 @@ impl<O> Slab<O> {
             ) {
                 Ok(_) => {
                     if frees {
-                        self.recycle_slot(index, slot);
+                        self.recycle_freed(index, slot, next);
                     }
                     return;
                 }
@@ -923,7 +939,8 @@ pub(crate) struct Resolved<'a, O> {
     pub(crate) generation: *const (),
     /// The record's partition number.
     pub(crate) partition: u32,
-    /// The life of its partition it was sent in.
+    /// The life of its partition it was sent in (0 for an ack, which does
+    /// not need it).
     pub(crate) life: u32,
     /// The slot was not held and is now free: the caller recycles it.
     pub(crate) freed: bool,
