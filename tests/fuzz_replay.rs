@@ -6,12 +6,15 @@
 #[path = "../fuzz/harness/mod.rs"]
 mod harness;
 
-use harness::{Op, ThreadOp, Which};
+use harness::{Act, Fired, Op, ThreadOp, Which};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 
 /// Runs `run` on every file of `fuzz/corpus/<target>/`, naming the inputs
 /// that panic.
-fn replay(target: &str, run: fn(&[u8])) {
+fn replay(target: &str, run: impl Fn(&[u8])) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fuzz/corpus")
         .join(target);
@@ -25,16 +28,47 @@ fn replay(target: &str, run: fn(&[u8])) {
     let mut failed = Vec::new();
     for file in &files {
         let data = std::fs::read(file).expect("corpus file");
-        if std::panic::catch_unwind(|| run(&data)).is_err() {
+        if std::panic::catch_unwind(AssertUnwindSafe(|| run(&data))).is_err() {
             failed.push(file.display().to_string());
         }
     }
     assert!(failed.is_empty(), "corpus inputs that fail: {failed:#?}");
 }
 
+/// Also checks that the corpus reaches every kind of planned panic in
+/// user code, in each call that may run it.
 #[test]
 fn corpus_ops() {
-    replay("ops", harness::run_ops);
+    let reached = RefCell::new(BTreeSet::new());
+    replay("ops", |data| {
+        let fired = harness::run_ops_fired(data);
+        let kinds = fired.iter().map(|f| (f.call, format!("{:?}", f.act)));
+        reached.borrow_mut().extend(kinds);
+    });
+    let reached = reached.into_inner();
+    // (`Eq` in the calls that build a map runs only on a hash collision
+    // there; the `model_*_panics_*` tests below cover the rest.)
+    let expected = [
+        ("send", "PartitionHash"),
+        ("send", "PartitionEq"),
+        ("send", "PartitionClone"),
+        ("send", "PartitionDrop"),
+        ("send", "OffsetDrop"),
+        ("committable", "PartitionHash"),
+        ("committable", "OffsetClone"),
+        ("committable_with_stats", "PartitionHash"),
+        ("committable_with_stats", "PartitionClone"),
+        ("committable_with_stats", "OffsetClone"),
+        ("wait", "PartitionHash"),
+        ("wait", "PartitionClone"),
+        ("wait", "OffsetClone"),
+    ];
+    for (call, act) in expected {
+        assert!(
+            reached.contains(&(call, act.to_string())),
+            "no corpus input makes {call} panic in {act}: {reached:?}"
+        );
+    }
 }
 
 #[test]
@@ -217,6 +251,212 @@ fn model_watermarks_and_drain() {
                 stats.clone(),
             ],
         );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Guarantee 14: planned panics in the user code of the partition and offset
+// types, through the model's rules for them (see `fuzz/harness/ops.rs`).
+// Each test also checks where the panics escaped, so that it keeps
+// exercising them.
+// ---------------------------------------------------------------------------
+
+fn arm(act: Act, value: u8) -> Op {
+    Op::Arm {
+        act,
+        value,
+        chance: 0,
+    }
+}
+
+/// The planned panics that escaped: (step, call, act, value).
+fn fired(fired: Vec<Fired>) -> Vec<(usize, &'static str, Act, u64)> {
+    (fired.into_iter())
+        .map(|f| (f.step, f.call, f.act, f.value))
+        .collect()
+}
+
+/// A send that panics in its partition's `Hash`, `Eq` or `Clone` (the
+/// lookup) numbers nothing; one that panics in its partition's `Drop` has
+/// numbered it. The numbering shows in `largest_backlog`'s tie-break.
+#[test]
+fn model_partition_panics_in_send() {
+    let stats = Op::Committable { stats: true };
+    for watermarks in [false, true] {
+        let ops = [
+            send(0, 1),
+            arm(Act::PartitionHash, 1),
+            send(1, 2), // 2: Hash panics, 1 not numbered
+            arm(Act::PartitionClone, 2),
+            send(2, 3), // 4: the index's Clone panics, 2 not numbered
+            arm(Act::PartitionDrop, 3),
+            send(3, 4), // 6: Drop panics, 3 numbered
+            send(2, 5),
+            send(1, 6), // numbering: 0, 3, 2, 1
+            arm(Act::PartitionEq, 2),
+            send(2, 7), // 10: Eq of a known partition panics
+            ack(Which::Ticket(0)),
+            stats.clone(), // largest backlog: 2 (before 1)
+            send(3, 8),
+            stats.clone(), // largest backlog: 3 (before 2 and 1)
+        ];
+        let got = fired(harness::run_op_list(None, watermarks, &ops));
+        assert_eq!(
+            got,
+            vec![
+                (2, "send", Act::PartitionHash, 1),
+                (4, "send", Act::PartitionClone, 2),
+                (6, "send", Act::PartitionDrop, 3),
+                (10, "send", Act::PartitionEq, 2),
+            ]
+        );
+    }
+}
+
+/// An offset is dropped when a later send reuses its slot, and that send
+/// takes nothing but has numbered its (new) partition.
+#[test]
+fn model_offset_drop_panics_in_a_later_send() {
+    for watermarks in [false, true] {
+        let ops = [
+            send(0, 1),
+            ack(Which::Ticket(0)),
+            send(0, 9), // displaces offset 1's record: its slot is freed
+            ack(Which::Ticket(0)),
+            Op::Committable { stats: false },
+            arm(Act::OffsetDrop, 1),
+            send(1, 2), // 6: reuses offset 1's slot; 1 is numbered
+            send(2, 3),
+            send(1, 4),
+            Op::Committable { stats: true }, // largest backlog: 1 (before 2)
+        ];
+        let got = fired(harness::run_op_list(Some(2), watermarks, &ops));
+        assert_eq!(got, vec![(6, "send", Act::OffsetDrop, 1)], "{watermarks}");
+    }
+}
+
+/// A panicking `Clone` or `Hash` in `committable` takes nothing: the next
+/// call returns it all (a newer advance superseding), with exact counts;
+/// `committable_with_stats` clones the stopped and largest-backlog
+/// partitions before it takes anything.
+#[test]
+fn model_committable_panics_take_nothing() {
+    let stats = Op::Committable { stats: true };
+    let ops = [
+        send(0, 1),
+        send(1, 2),
+        ack(Which::Ticket(0)),
+        ack(Which::Ticket(0)),
+        arm(Act::OffsetClone, 2),
+        Op::Committable { stats: false }, // 5
+        arm(Act::PartitionHash, 0),
+        stats.clone(), // 7
+        send(0, 3),
+        ack(Which::Ticket(0)),
+        stats.clone(), // {0: 3, 1: 2}, 3 records
+        send(2, 4),
+        fail(Which::Ticket(0)), // 2 stopped
+        send(3, 5),             // 3's backlog
+        send(0, 6),
+        ack(Which::Ticket(1)),
+        arm(Act::PartitionClone, 2),
+        stats.clone(), // 17: a stopped partition's clone
+        arm(Act::PartitionClone, 3),
+        stats.clone(), // 19: the largest backlog's clone
+        stats.clone(), // {0: 6}
+        send(1, 7),
+        ack(Which::Ticket(1)),
+        arm(Act::PartitionClone, 1),
+        Op::Committable { stats: false }, // 24
+        Op::Committable { stats: false }, // {1: 7}
+    ];
+    let got = fired(harness::run_op_list(None, true, &ops));
+    assert_eq!(
+        got,
+        vec![
+            (5, "committable", Act::OffsetClone, 2),
+            (7, "committable_with_stats", Act::PartitionHash, 0),
+            (17, "committable_with_stats", Act::PartitionClone, 2),
+            (19, "committable_with_stats", Act::PartitionClone, 3),
+            (24, "committable", Act::PartitionClone, 1),
+        ]
+    );
+}
+
+/// A panicking `Clone` or `Hash` in `wait` leaves the flush as ready as it
+/// was (not ready: `commit` is `NotReady`), and the next wait returns the
+/// offsets. A covered failure fails the wait at once, before any user
+/// code (guarantee 15).
+#[test]
+fn model_wait_panics_change_nothing() {
+    for watermarks in [false, true] {
+        let ops = [
+            send(0, 1),
+            send(1, 2),
+            ack(Which::Ticket(0)),
+            ack(Which::Ticket(0)),
+            Op::BeginFlush,
+            arm(Act::OffsetClone, 1),
+            Op::Wait,   // 6
+            Op::Commit, // NotReady
+            Op::BeginFlush,
+            arm(Act::PartitionHash, 1),
+            Op::Wait, // 10
+            Op::Wait, // {0: 1, 1: 2}
+            arm(Act::PartitionClone, 0),
+            Op::Wait,   // 13: was ready, stays ready
+            Op::Commit, // Ok
+            send(0, 3),
+            send(1, 4),
+            Op::BeginFlush,
+            fail(Which::Ticket(0)),
+            arm(Act::OffsetClone, 4),
+            Op::Wait, // Failed { failed: 1 } with 4 in flight, no user code
+            Op::Abort,
+        ];
+        let got = fired(harness::run_op_list(None, watermarks, &ops));
+        assert_eq!(
+            got,
+            vec![
+                (6, "wait", Act::OffsetClone, 1),
+                (10, "wait", Act::PartitionHash, 1),
+                (13, "wait", Act::PartitionClone, 0),
+            ]
+        );
+    }
+}
+
+/// Resolving, flushing, committing, aborting, draining, interrupting and
+/// closing run no user code (the harness asserts it of every such call):
+/// an armed `Drop` of a resolved record's offset fires in none of them,
+/// nor in a send refused by `close`.
+#[test]
+fn model_no_user_code_outside_send_committable_and_wait() {
+    for watermarks in [false, true] {
+        let ops = [
+            send(0, 1),
+            send(1, 2),
+            send(0, 3),
+            arm(Act::OffsetDrop, 1),
+            ack(Which::Ticket(0)),
+            Op::IntoRaw(0),
+            fail(Which::Raw(0)),
+            Op::BeginFlush,
+            Op::Wait,
+            Op::Commit,
+            Op::BeginFlush,
+            ack(Which::Ticket(0)),
+            Op::Drain,
+            Op::Interrupt,
+            Op::Drain,
+            Op::Abort,
+            Op::Close,
+            send(0, 4),
+            arm(Act::PartitionHash, 0),
+            send(0, 5),
+        ];
+        let got = fired(harness::run_op_list(None, watermarks, &ops));
+        assert_eq!(got, vec![]);
     }
 }
 

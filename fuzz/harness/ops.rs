@@ -1,0 +1,647 @@
+//! The `ops` target: [`Op`] sequences run on a real tracker and on the
+//! [`Model`] in lockstep ([`Sim`]), every result compared; [`run_ops`]
+//! decodes an input, [`run_op_list`] runs an explicit list. `raw_tickets`
+//! drives the same simulator.
+//!
+//! The tracker is a `Tracker<Part, Off>` (see `user.rs`), and
+//! [`Op::Arm`] arms a planned panic in their user code. Every call into
+//! the tracker runs under [`user::call`]; a panic that escapes must be the
+//! armed one, must come from a call that may run that user code, and leaves
+//! the model as follows (guarantee 14):
+//!
+//! - `send` (unless the tracker is closed: its first check runs nothing)
+//!   may run the `Hash` and `Eq` of partitions (its own, and a known one
+//!   it is compared with), the `Clone` of its partition if that is new (the
+//!   index keeps a clone), the `Drop` of any offset an earlier record left
+//!   in the slot it reuses (offsets of resolved records are dropped only
+//!   then, so any send may drop any offset the tracker kept), and the
+//!   `Drop` of its partition argument if it is accepted. A panicked send
+//!   sends, counts and takes nothing; a new partition is numbered if the
+//!   panic came from a `Drop` (the lookup had finished), not if it came
+//!   from `Hash`, `Eq` or `Clone`.
+//! - `committable` and `committable_with_stats` may run the `Clone`, `Hash`
+//!   and `Eq` of the partitions they return, the `Clone` of the offsets
+//!   they return, and (with statistics) the `Clone` of the stopped and
+//!   largest-backlog partitions. A panicked call takes nothing: the model
+//!   is unchanged, and the next call returns it all.
+//! - `Flush::wait` may run the same for the offsets it returns, and only
+//!   when it returns offsets. A panicked wait changes nothing: a flush that
+//!   was not ready stays so (`commit` gives `NotReady`), and the next wait
+//!   returns the offsets.
+//! - Every other call (`ack`, `fail`, `ack_raw`, `fail_raw`, `begin_flush`,
+//!   `commit`, `abort`, `drain`, `in_flight`, `close`, `interrupt`,
+//!   `pending`, `is_closed`) runs no user code of either type at all, and
+//!   neither does a `wait` that returns an error.
+//!
+//! The run ends by disarming, resolving everything and flushing
+//! ([`Sim::finish`]), then drops the tracker: every partition and offset
+//! made must have been dropped exactly once.
+
+use super::model::{plain, Expect, Model, ModelCommittable, Phase, Refused};
+use super::user::{self, Act, Off, Part};
+use super::{build_tracker, peek_raw, pick_setup, raw_id, State, MAX_OPS, PARTITIONS};
+use arbitrary::{Arbitrary, Unstructured};
+use inflight::{Flush, ResolveError, SendError, Ticket, Tracker};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// Which ticket a resolution uses.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum Which {
+    /// The i-th live `Ticket` (modulo their number), by `ack` / `fail`.
+    Ticket(u8),
+    /// The i-th live raw ticket (from `Ticket::into_raw`).
+    Raw(u8),
+    /// The raw ticket of the i-th resolved record: stale.
+    Stale(u8),
+    /// Any `u64`.
+    Any(u64),
+    /// The raw ticket of the i-th record ever sent, its slot index xored
+    /// and its tag moved: a near miss (or a hit).
+    Near {
+        /// Which record (modulo the number sent).
+        base: u8,
+        /// Xored into the slot index.
+        index_xor: u8,
+        /// Added to the tag.
+        tag_delta: i8,
+    },
+    /// This tracker's id with a chosen slot and tag.
+    Forged {
+        /// The slot index.
+        index: u16,
+        /// The tag.
+        tag: u32,
+    },
+    /// A live ticket of another tracker, by `ack` / `fail`.
+    Foreign,
+}
+
+/// One step of `run_ops`.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum Op {
+    /// `send(partition % 4, offset)`.
+    Send {
+        /// Partition, modulo 4.
+        partition: u8,
+        /// Offset.
+        offset: u8,
+    },
+    /// `ack` (or `fail`) of a ticket, or `ack_raw` (or `fail_raw`) of a raw one.
+    Resolve {
+        /// Which ticket.
+        which: Which,
+        /// `fail` rather than `ack`.
+        fail: bool,
+    },
+    /// Turn the i-th live `Ticket` into a raw ticket.
+    IntoRaw(u8),
+    /// Drop the i-th live `Ticket`: its record stays in flight for good
+    /// (only its raw value, through `Near` or `Any`, can still resolve it).
+    Forget(u8),
+    /// `begin_flush`.
+    BeginFlush,
+    /// `wait(Duration::ZERO)` on the flush, if any.
+    Wait,
+    /// `commit` the flush, if any.
+    Commit,
+    /// `abort` the flush, if any.
+    Abort,
+    /// `interrupt`.
+    Interrupt,
+    /// `close`.
+    Close,
+    /// `committable_with_stats` (or `committable`, comparing only offsets).
+    Committable {
+        /// Call `committable_with_stats`.
+        stats: bool,
+    },
+    /// `drain(Duration::ZERO)`.
+    Drain,
+    /// Arms a planned panic (replacing the one armed): the next `act` on
+    /// `value` (modulo 4 for a partition) panics, once. Only when `chance`
+    /// is below 64 (a quarter of the time), so that most inputs still do
+    /// mostly ordinary work.
+    Arm {
+        /// What panics.
+        act: Act,
+        /// On which value.
+        value: u8,
+        /// Arms only below 64.
+        chance: u8,
+    },
+}
+
+/// A planned panic that escaped a call of `run_op_list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fired {
+    /// The step it escaped: the index of the op in the list (counting on
+    /// past its end into the final steps).
+    pub step: usize,
+    /// The call: `send`, `committable`, `committable_with_stats` or `wait`.
+    pub call: &'static str,
+    /// What panicked.
+    pub act: Act,
+    /// On which value.
+    pub value: u64,
+}
+
+/// A tracker and the model, driven in lockstep.
+pub(super) struct Sim<'t> {
+    tracker: &'t Tracker<Part, Off>,
+    /// Another tracker, whose tickets `tracker` must refuse.
+    foreign: &'t Tracker<u8, u64>,
+    foreign_sent: usize,
+    flush: Option<Flush<'t, Part, Off>>,
+    /// Live tickets held as `Ticket`, with their record number.
+    pub(super) tickets: Vec<(Ticket, usize)>,
+    /// Records whose live ticket is held as a raw value.
+    raws: Vec<usize>,
+    /// Offset values the tracker kept (it may drop them in any later send).
+    kept: HashSet<u64>,
+    /// The planned panics that escaped, in order.
+    fired: Vec<Fired>,
+    /// Steps begun.
+    steps: usize,
+    model: Model,
+}
+
+impl<'t> Sim<'t> {
+    pub(super) fn new(tracker: &'t Tracker<Part, Off>, foreign: &'t Tracker<u8, u64>) -> Self {
+        let (capacity, watermarks) = (tracker.capacity(), tracker.has_watermarks());
+        Self {
+            tracker,
+            foreign,
+            foreign_sent: 0,
+            flush: None,
+            tickets: Vec::new(),
+            raws: Vec::new(),
+            kept: HashSet::new(),
+            fired: Vec::new(),
+            steps: 0,
+            model: Model::new(capacity, watermarks),
+        }
+    }
+
+    fn check(&self, op: &Op) {
+        let in_flight = user::no_user_code("in_flight", || self.tracker.in_flight());
+        assert_eq!(in_flight, self.model.in_flight(), "in_flight after {op:?}");
+        assert_eq!(self.flush.is_some(), self.model.flush.is_some());
+        if let Some(flush) = &self.flush {
+            let pending = user::no_user_code("pending", || flush.pending());
+            assert_eq!(pending, self.model.pending(), "pending after {op:?}");
+        }
+        let closed = user::no_user_code("is_closed", || self.tracker.is_closed());
+        assert_eq!(closed, self.model.closed);
+        assert_eq!(self.foreign.in_flight(), self.foreign_sent);
+    }
+
+    /// Bookkeeping once record `id` was resolved in both.
+    fn resolved(&mut self, id: usize, fail: bool) {
+        self.model.resolve(id, fail);
+        self.tickets.retain(|(_, r)| *r != id);
+        self.raws.retain(|r| *r != id);
+    }
+
+    fn resolve_raw(&mut self, raw: u64, fail: bool) {
+        let expect = self.model.expect_raw(raw);
+        let result = user::no_user_code("ack_raw / fail_raw", || {
+            if fail {
+                self.tracker.fail_raw(raw)
+            } else {
+                self.tracker.ack_raw(raw)
+            }
+        });
+        self.judge(raw, expect, result, fail);
+    }
+
+    fn judge(&mut self, raw: u64, expect: Expect, result: Result<(), ResolveError>, fail: bool) {
+        match expect {
+            Expect::Resolves(id) => {
+                assert_eq!(result, Ok(()), "raw {raw:#x} of live record {id}");
+                self.resolved(id, fail);
+            }
+            Expect::Error(error) => assert_eq!(result, Err(error), "raw {raw:#x}"),
+            Expect::AnyError => assert!(result.is_err(), "forged raw {raw:#x} resolved"),
+        }
+    }
+
+    /// Notes a planned panic that escaped `call`.
+    fn fired(&mut self, call: &'static str, (act, value): (Act, u64)) {
+        let step = self.steps - 1;
+        self.fired.push(Fired {
+            step,
+            call,
+            act,
+            value,
+        });
+    }
+
+    pub(super) fn step(&mut self, op: &Op) {
+        self.steps += 1;
+        match op {
+            Op::Send { partition, offset } => {
+                self.send(partition % PARTITIONS, u64::from(*offset));
+            }
+            Op::Resolve { which, fail } => self.resolve(which, *fail),
+            Op::IntoRaw(i) => {
+                if !self.tickets.is_empty() {
+                    let (ticket, id) = self.tickets.swap_remove(*i as usize % self.tickets.len());
+                    assert_eq!(ticket.into_raw(), self.model.records[id].raw);
+                    self.raws.push(id);
+                }
+            }
+            Op::Forget(i) => {
+                if !self.tickets.is_empty() {
+                    drop(self.tickets.swap_remove(*i as usize % self.tickets.len()));
+                }
+            }
+            Op::BeginFlush => {
+                let expected = self.model.begin_flush();
+                let real = user::no_user_code("begin_flush", || self.tracker.begin_flush());
+                match (real, expected) {
+                    (Ok(flush), Ok(())) => {
+                        assert!(self.flush.is_none(), "two flushes alive");
+                        self.flush = Some(flush);
+                    }
+                    (Err(error), Err(expected)) => assert_eq!(error, expected),
+                    (real, model) => panic!("begin_flush: tracker {real:?}, model {model:?}"),
+                }
+            }
+            Op::Wait => self.wait(),
+            Op::Commit => {
+                if let Some(flush) = self.flush.take() {
+                    let real = user::no_user_code("commit", || flush.commit());
+                    assert_eq!(real, self.model.commit(), "commit");
+                }
+            }
+            Op::Abort => {
+                if let Some(flush) = self.flush.take() {
+                    user::no_user_code("abort", || flush.abort());
+                    self.model.flush = None;
+                }
+            }
+            Op::Interrupt => {
+                user::no_user_code("interrupt", || self.tracker.interrupt());
+                self.model.interrupt = true;
+            }
+            Op::Close => {
+                user::no_user_code("close", || self.tracker.close());
+                self.model.closed = true;
+            }
+            Op::Committable { stats } => self.committable(*stats),
+            Op::Drain => {
+                let real = user::no_user_code("drain", || self.tracker.drain(Duration::ZERO));
+                assert_eq!(real, self.model.drain(), "drain");
+            }
+            Op::Arm { act, value, chance } => {
+                if *chance < 64 {
+                    let value = if act.on_partition() {
+                        value % PARTITIONS
+                    } else {
+                        *value
+                    };
+                    user::arm(*act, value.into());
+                }
+            }
+        }
+        self.check(op);
+    }
+
+    fn send(&mut self, partition: u8, offset: u64) {
+        let outcome = self.model.send_outcome();
+        let real = user::call(|| self.tracker.send(Part::new(partition), Off::new(offset)));
+        let ticket = match real {
+            Err(fired) => {
+                assert!(
+                    self.send_may_run(partition, outcome, fired),
+                    "send({partition}, {offset}) ran the planned {fired:?} panic \
+                     (outcome {outcome:?}, partitions {:?})",
+                    self.model.numbers
+                );
+                self.fired("send", fired);
+                if matches!(fired.0, Act::PartitionDrop | Act::OffsetDrop) {
+                    // The lookup had finished.
+                    self.model.number(partition);
+                }
+                if fired.0 == Act::PartitionDrop {
+                    // Backed out after installing the offset: it stays in
+                    // the slot until the slot's reuse.
+                    self.kept.insert(offset);
+                }
+                return;
+            }
+            Ok(real) => real,
+        };
+        let expected = self.model.send(partition);
+        match (ticket, expected) {
+            (Ok(ticket), Ok(())) => {
+                let raw = peek_raw(&ticket);
+                assert_ne!(raw as u32, 0, "a ticket with tag 0");
+                if let Some(id) = self.model.id() {
+                    assert_eq!(raw_id(raw), id, "tickets of one tracker, two ids");
+                }
+                assert!(
+                    self.model.records.iter().all(|r| r.raw != raw),
+                    "ticket {raw:#x} issued twice"
+                );
+                let id = self.model.sent(partition, offset, raw);
+                self.tickets.push((ticket, id));
+                self.kept.insert(offset);
+            }
+            (Err(error), Err(expected)) => {
+                let refused = match error {
+                    SendError::Full(..) => Refused::Full,
+                    SendError::Closed(..) => Refused::Closed,
+                };
+                assert_eq!(refused, expected, "send");
+                // The record comes back: the harness drops it.
+                let (p, o) = error.into_inner();
+                assert_eq!(
+                    (p.get(), o.get()),
+                    (partition, offset),
+                    "{refused:?} record"
+                );
+                p.defuse();
+                o.defuse();
+            }
+            (real, model) => panic!("send: tracker {real:?}, model {model:?}"),
+        }
+    }
+
+    /// Whether `send(partition, _)` with this `outcome` may run the user
+    /// code that panicked (see the module docs).
+    fn send_may_run(&self, partition: u8, outcome: Result<(), Refused>, fired: (Act, u64)) -> bool {
+        let (act, value) = fired;
+        let numbered = (self.model.numbers.iter()).any(|&p| u64::from(p) == value);
+        let own = value == u64::from(partition);
+        !self.model.closed
+            && match act {
+                Act::PartitionHash => own,
+                Act::PartitionEq => own || numbered,
+                Act::PartitionClone => own && !numbered,
+                Act::PartitionDrop => own && outcome.is_ok(),
+                Act::OffsetDrop => self.kept.contains(&value),
+                Act::OffsetClone => false,
+            }
+    }
+
+    fn committable(&mut self, stats: bool) {
+        let expected = self.model.peek_committable();
+        let tracker = self.tracker;
+        let real = user::call(|| {
+            if stats {
+                ModelCommittable::from(tracker.committable_with_stats())
+            } else {
+                ModelCommittable {
+                    offsets: plain(&tracker.committable()),
+                    ..ModelCommittable::default()
+                }
+            }
+        });
+        let call = if stats {
+            "committable_with_stats"
+        } else {
+            "committable"
+        };
+        match real {
+            Err(fired) => {
+                let (act, value) = fired;
+                let stat = stats
+                    && (expected.stopped.iter().any(|&p| u64::from(p) == value)
+                        || (expected.largest_backlog).is_some_and(|(p, _)| u64::from(p) == value));
+                let legal = offsets_may_run(&expected.offsets, fired)
+                    || (act == Act::PartitionClone && stat);
+                assert!(
+                    legal,
+                    "{call} ran the planned {fired:?} panic, expected {expected:?}"
+                );
+                // Nothing taken: the model is unchanged.
+                self.fired(call, fired);
+            }
+            Ok(real) if stats => {
+                assert_eq!(real, expected, "committable_with_stats");
+                self.model.take_committable();
+            }
+            Ok(real) => {
+                assert_eq!(real.offsets, expected.offsets, "committable");
+                self.model.take_committable();
+            }
+        }
+    }
+
+    fn wait(&mut self) {
+        let Some(flush) = &mut self.flush else {
+            return;
+        };
+        let phase = self.model.flush.as_ref().expect("model flush").phase;
+        let expected = self.model.wait();
+        let before = user::calls();
+        match user::call(|| flush.wait(Duration::ZERO)) {
+            Ok(real) => {
+                if real.is_err() {
+                    assert_eq!(user::calls(), before, "a wait that failed ran user code");
+                }
+                assert_eq!(real.map(|offsets| plain(&offsets)), expected, "wait");
+            }
+            Err(fired) => {
+                let legal = matches!(&expected, Ok(offsets) if offsets_may_run(offsets, fired));
+                assert!(
+                    legal,
+                    "wait ran the planned {fired:?} panic, expected {expected:?}"
+                );
+                // Nothing changed: the flush is as ready as it was.
+                self.model.flush.as_mut().expect("model flush").phase = phase;
+                self.fired("wait", fired);
+            }
+        }
+    }
+
+    fn resolve(&mut self, which: &Which, fail: bool) {
+        match which {
+            Which::Ticket(i) => {
+                if self.tickets.is_empty() {
+                    return;
+                }
+                let (ticket, id) = self.tickets.swap_remove(*i as usize % self.tickets.len());
+                let result = user::no_user_code("ack / fail", || {
+                    if fail {
+                        self.tracker.fail(ticket)
+                    } else {
+                        self.tracker.ack(ticket)
+                    }
+                });
+                assert_eq!(result, Ok(()), "live ticket of record {id}");
+                self.resolved(id, fail);
+            }
+            Which::Raw(i) => {
+                if let Some(&id) = self.raws.get(*i as usize % self.raws.len().max(1)) {
+                    self.resolve_raw(self.model.records[id].raw, fail);
+                }
+            }
+            Which::Stale(i) => {
+                let stale: Vec<u64> = (self.model.records.iter())
+                    .filter(|r| r.state != State::Live)
+                    .map(|r| r.raw)
+                    .collect();
+                if let Some(&raw) = stale.get(*i as usize % stale.len().max(1)) {
+                    assert_eq!(
+                        self.model.expect_raw(raw),
+                        Expect::Error(ResolveError::AlreadyResolved)
+                    );
+                    self.resolve_raw(raw, fail);
+                }
+            }
+            Which::Any(raw) => self.resolve_raw(*raw, fail),
+            Which::Near {
+                base,
+                index_xor,
+                tag_delta,
+            } => {
+                let records = &self.model.records;
+                if let Some(record) = records.get(*base as usize % records.len().max(1)) {
+                    let raw = record.raw ^ (u64::from(*index_xor) << 32);
+                    let tag = (raw as u32).wrapping_add(*tag_delta as i32 as u32);
+                    self.resolve_raw((raw & !0xffff_ffff) | u64::from(tag), fail);
+                }
+            }
+            Which::Forged { index, tag } => {
+                let id = u64::from(self.model.id().unwrap_or(0));
+                self.resolve_raw(id << 56 | u64::from(*index) << 32 | u64::from(*tag), fail);
+            }
+            Which::Foreign => {
+                let offset = self.foreign_sent as u64;
+                let ticket = self.foreign.send(0, offset).expect("foreign send");
+                self.foreign_sent += 1;
+                let raw = peek_raw(&ticket);
+                let expect = self.model.expect_raw(raw);
+                let result = user::no_user_code("ack / fail of a foreign ticket", || {
+                    if fail {
+                        self.tracker.fail(ticket)
+                    } else {
+                        self.tracker.ack(ticket)
+                    }
+                });
+                self.judge(raw, expect, result, fail);
+            }
+        }
+    }
+
+    /// Disarms, resolves everything still in flight (acks), then a final
+    /// flush must drain it and, unless a record failed, commit; a last
+    /// flush is empty.
+    pub(super) fn finish(&mut self) {
+        user::disarm();
+        let mut ops = vec![Op::Abort];
+        for _ in 0..self.tickets.len() {
+            ops.push(Op::Resolve {
+                which: Which::Ticket(0),
+                fail: false,
+            });
+        }
+        for op in &ops {
+            self.step(op);
+        }
+        let orphans: Vec<u64> = (self.model.records.iter())
+            .filter(|r| r.state == State::Live)
+            .map(|r| r.raw)
+            .collect();
+        for raw in orphans {
+            self.step(&Op::Resolve {
+                which: Which::Any(raw),
+                fail: false,
+            });
+        }
+        assert_eq!(self.tracker.in_flight(), 0);
+        // Everything resolved: the watermarks have passed every record.
+        self.step(&Op::Committable { stats: true });
+        for _ in 0..2 {
+            self.step(&Op::BeginFlush);
+            self.step(&Op::Wait);
+            if self.model.flush.as_ref().unwrap().phase == Phase::Interrupted {
+                // A leftover interrupt took that wait; the next one is clean.
+                self.step(&Op::Abort);
+                self.step(&Op::BeginFlush);
+                self.step(&Op::Wait);
+            }
+            self.step(&Op::Commit);
+        }
+        self.step(&Op::Drain);
+        self.step(&Op::Committable { stats: true });
+        let failed = (self.model.records.iter())
+            .filter(|r| r.state == State::Failed)
+            .count();
+        if failed == 0 {
+            assert_eq!(self.model.committed, self.model.records.len());
+        }
+    }
+}
+
+/// Whether building `offsets` (as a map of clones) may run the user code
+/// that panicked: the `Clone`, `Hash` or `Eq` of a partition in it, the
+/// `Clone` of an offset in it.
+fn offsets_may_run(offsets: &super::Offsets, (act, value): (Act, u64)) -> bool {
+    let partition = offsets.keys().any(|&p| u64::from(p) == value);
+    let offset = offsets.values().any(|&o| o == value);
+    match act {
+        Act::PartitionHash | Act::PartitionEq | Act::PartitionClone => partition,
+        Act::OffsetClone => offset,
+        Act::PartitionDrop | Act::OffsetDrop => false,
+    }
+}
+
+/// The `ops` target: an arbitrary operation sequence, real against model.
+#[allow(dead_code)] // `tests/fuzz_replay.rs` calls `run_ops_fired`
+pub fn run_ops(data: &[u8]) {
+    run_ops_fired(data);
+}
+
+/// [`run_ops`], returning the planned panics that escaped.
+pub fn run_ops_fired(data: &[u8]) -> Vec<Fired> {
+    let mut u = Unstructured::new(data);
+    let (capacity, watermarks) = pick_setup(&mut u, 16);
+    let ops: Vec<Op> = u
+        .arbitrary_iter::<Op>()
+        .map(|iter| iter.take(MAX_OPS).map_while(Result::ok).collect())
+        .unwrap_or_default();
+    run_op_list(capacity, watermarks, &ops)
+}
+
+/// Runs `ops` on a tracker of `capacity`, with or without `watermarks` (and
+/// on the model), then [`finish`](Sim::finish)es and drops the tracker.
+/// Panics on any disagreement, and unless every partition and offset made
+/// was dropped exactly once. Returns the planned panics that escaped.
+pub fn run_op_list(capacity: Option<usize>, watermarks: bool, ops: &[Op]) -> Vec<Fired> {
+    with_sim(capacity, watermarks, |sim| {
+        for op in ops {
+            sim.step(op);
+        }
+    })
+}
+
+/// Runs `f` on a simulator of a fresh tracker, then finishes it, drops the
+/// tracker and checks that every value made was dropped exactly once.
+/// Returns the planned panics that escaped.
+pub(super) fn with_sim(
+    capacity: Option<usize>,
+    watermarks: bool,
+    f: impl FnOnce(&mut Sim<'_>),
+) -> Vec<Fired> {
+    user::reset();
+    let tracker = build_tracker::<Part, Off>(capacity, watermarks);
+    assert_eq!(tracker.capacity(), capacity);
+    assert_eq!(tracker.has_watermarks(), watermarks);
+    let foreign = Tracker::new();
+    let mut sim = Sim::new(&tracker, &foreign);
+    f(&mut sim);
+    sim.finish();
+    let fired = std::mem::take(&mut sim.fired);
+    drop(sim);
+    drop(tracker);
+    assert_eq!(
+        user::live(),
+        0,
+        "partitions and offsets leaked (> 0) or dropped twice (< 0)"
+    );
+    fired
+}
