@@ -15,6 +15,7 @@ use std::fmt;
 /// }
 /// ```
 #[derive(PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum SendError<P, O> {
     /// The tracker already holds its capacity of records in flight (see
     /// [`Tracker::with_capacity`](crate::Tracker::with_capacity)); resolve
@@ -75,6 +76,7 @@ impl<P, O> std::error::Error for SendError<P, O> {}
 /// assert_eq!(other.ack_raw(raw), Err(ResolveError::ForeignTracker));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ResolveError {
     /// The ticket names no record this tracker issued: a forged raw value
     /// (a tag its slot never issued, a slot never used, tag 0).
@@ -117,6 +119,7 @@ impl std::error::Error for ResolveError {}
 /// assert_eq!(tracker.begin_flush().err(), Some(BeginFlushError::InProgress));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BeginFlushError {
     /// Another [`Flush`](crate::Flush) is alive; commit, abort or drop it first.
     InProgress,
@@ -146,6 +149,7 @@ impl std::error::Error for BeginFlushError {}
 /// # tracker.ack(ticket).unwrap();
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FlushError {
     /// The deadline passed with `pending` covered records still unresolved.
     /// The flush is still usable: wait again, or abort it.

@@ -196,6 +196,11 @@ where
     ///   called. An interrupt is delivered once, to one waiting call (a
     ///   `drain` or a flush's `wait`).
     ///
+    /// No other error comes from a drain (it commits nothing, so neither
+    /// `Failed` nor `NotReady`). The type is `FlushError`, shared with
+    /// [`drain_partition`](Self::drain_partition) and a flush's `wait`, so
+    /// that one error path serves every wait; match the rest with `_`.
+    ///
     /// Seals the open generation, like a flush does, so records sent from
     /// now on are not waited for. (On a tracker with watermarks, where a
     /// record counts until the watermark passes it, a record sent

@@ -353,6 +353,7 @@ impl<'t> Sim<'t> {
                 let refused = match error {
                     SendError::Full(..) => Refused::Full,
                     SendError::Closed(..) => Refused::Closed,
+                    other => panic!("send: unexpected {other:?}"),
                 };
                 assert_eq!(refused, expected, "send");
                 // The record comes back: the harness drops it.

@@ -396,6 +396,7 @@ impl Shared<'_> {
                             ready = None;
                         }
                         Err(BeginFlushError::InProgress) => {}
+                        Err(other) => panic!("begin_flush: unexpected {other:?}"),
                     }
                 }
                 ThreadOp::Wait(park) => {
@@ -417,7 +418,7 @@ impl Shared<'_> {
                             assert!(ready.is_none(), "Timeout after Ok");
                         }
                         Err(FlushError::Interrupted) => ready = None,
-                        Err(FlushError::NotReady) => panic!("wait returned NotReady"),
+                        Err(other) => panic!("wait returned {other:?}"),
                     }
                 }
                 ThreadOp::Commit => {
