@@ -374,13 +374,10 @@ struct Watch<'t, P, O> {
 }
 
 impl<P, O> Watch<'_, P, O> {
-    /// How many of the watched records are still pending (at least 1 while
-    /// a watermark has not passed them all).
+    /// How many of the watched records are still pending.
     fn pending(&self, tracker: &Tracker<P, O>) -> usize {
         match (self.target, &tracker.watermarks) {
-            (Some(target), Some(watermarks)) => {
-                usize::from(!watermarks.passed_at_least(self.number, target))
-            }
+            (Some(target), Some(watermarks)) => watermarks.short_of(self.number, target) as usize,
             _ => self
                 .records
                 .iter()

@@ -307,20 +307,21 @@ impl Watermarks {
         }
     }
 
-    /// Whether the watermark of `partition` has passed `target` records.
-    /// For a watcher: its read-modify-write of `work` orders it against the
-    /// advancer's reset of `work` at the end of every pass, so either this
-    /// sees the pass or the advancer sees the watcher (and wakes it).
-    pub(crate) fn passed_at_least(&self, partition: usize, target: u64) -> bool {
+    /// How many of the first `target` records of `partition` the watermark
+    /// has yet to pass. For a watcher: its read-modify-write of `work`
+    /// orders it against the advancer's reset of `work` at the end of every
+    /// pass, so either this sees the pass or the advancer sees the watcher
+    /// (and wakes it).
+    pub(crate) fn short_of(&self, partition: usize, target: u64) -> u64 {
         let Some(queue) = self.queues.get(partition) else {
-            return target == 0;
+            return target;
         };
         // AcqRel: Release hands our `watchers` increment to the advancer's
         // CAS that reads this; Acquire sees the passes of an advancer whose
         // reset we read. Adds nothing: an idle queue stays idle.
         queue.work.fetch_add(0, Ordering::AcqRel);
         // Relaxed: ordered by the Acquire above.
-        queue.passed.load(Ordering::Relaxed) >= target
+        target.saturating_sub(queue.passed.load(Ordering::Relaxed))
     }
 
     /// After a revoke ended life `old` of `partition`: takes the last
