@@ -140,6 +140,7 @@ mod future;
 mod generation;
 mod pages;
 mod partition;
+mod progress;
 mod resolve;
 mod revoke;
 mod seal;
@@ -154,6 +155,7 @@ mod watermark;
 
 pub use error::{BeginFlushError, FlushError, ResolveError, SendError};
 pub use flush::{Flush, OwnedFlush};
+pub use progress::{DecodeError, Progress, SeqOffset, NO_POSITION};
 pub use revoke::Revoked;
 pub use stats::{Stats, Unresolved, LARGEST_PARTITIONS};
 pub use ticket::Ticket;
