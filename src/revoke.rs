@@ -40,7 +40,7 @@ use crate::generation::entered_from;
 use crate::partition::Lifecycle;
 use crate::slab::{status_of_state, tag, LIVE};
 use crate::sync::Ordering;
-use crate::watermark::newer;
+use crate::watermark::{newer, Watermarks};
 use crate::{FlushError, Tracker};
 use std::borrow::Borrow;
 use std::future::Future;
@@ -196,9 +196,10 @@ where
             };
             // SAFETY: we own the mark's `MARKED` hold, so the slot keeps its
             // acked offset until we release it.
-            let offset = unsafe { self.slots.slot_of(mark as usize - 1).value() }.clone();
+            let index = Watermarks::mark_slot(mark);
+            let offset = unsafe { self.slots.slot_of(index).value() }.clone();
             std::mem::forget(unwinding);
-            self.slots.release(mark as usize - 1, crate::slab::MARKED);
+            self.slots.release(index, crate::slab::MARKED);
             offset
         });
         watermarks.settle(number, life);
@@ -399,7 +400,7 @@ impl<P, O> Drop for Watch<'_, P, O> {
 struct PutBack<'t, P, O> {
     tracker: &'t Tracker<P, O>,
     number: usize,
-    mark: u32,
+    mark: u64,
 }
 
 impl<P, O> Drop for PutBack<'_, P, O> {

@@ -72,6 +72,22 @@ fn index_of(node: u32) -> usize {
     node as usize - 1
 }
 
+/// A mark as `mark` and `ended_mark` hold it: the record's node and the
+/// life it was sent in, so that comparing lives needs no slot lookup.
+fn mark_word(node: u32, life: u32) -> u64 {
+    u64::from(life) << 32 | u64::from(node)
+}
+
+/// The slot of a [`mark_word`].
+fn mark_index(word: u64) -> usize {
+    index_of(word as u32)
+}
+
+/// The life of a [`mark_word`].
+fn mark_life(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
 /// One partition's queue and mark.
 pub(crate) struct Queue {
     /// The last record queued; 0 (the stub) before the first.
@@ -100,12 +116,13 @@ pub(crate) struct Queue {
     /// The newest life of the partition among the records passed. Only the
     /// advancer writes it.
     newest: AtomicU32,
-    /// The newest untaken watermark record (holding `MARKED`), or 0.
-    mark: AtomicU32,
+    /// The newest untaken watermark record (holding `MARKED`) and its life,
+    /// as a [`mark_word`], or 0.
+    mark: AtomicU64,
     /// The last untaken mark of a life that a revoke ended, put aside when
     /// a mark of a newer life was published (holding `MARKED`), for that
     /// revoke to take; or 0.
-    ended_mark: AtomicU32,
+    ended_mark: AtomicU64,
     /// The newest life whose revoke has taken its marks: `committable`
     /// drops marks of older lives (an advance still running when the
     /// revoke took the marks may publish one late).
@@ -169,8 +186,8 @@ impl Queue {
             reported: AtomicU32::new(0),
             stopped: AtomicU64::new(0),
             newest: AtomicU32::new(0),
-            mark: AtomicU32::new(0),
-            ended_mark: AtomicU32::new(0),
+            mark: AtomicU64::new(0),
+            ended_mark: AtomicU64::new(0),
             settled: AtomicU32::new(0),
             watchers: AtomicU32::new(0),
         }
@@ -327,13 +344,13 @@ impl Watermarks {
     /// After a revoke ended life `old` of `partition`: takes the last
     /// untaken mark of that life, if any is left (the caller then owns its
     /// `MARKED` hold). A newer life's mark stays; older ones are dropped.
-    pub(crate) fn take_ended<O>(&self, partition: usize, old: u32, slots: &Slab<O>) -> Option<u32> {
+    pub(crate) fn take_ended<O>(&self, partition: usize, old: u32, slots: &Slab<O>) -> Option<u64> {
         let queue = self.queues.get(partition)?;
         let mut found = None;
         // AcqRel, all three: as in `take`.
         let mark = queue.mark.swap(0, Ordering::AcqRel);
         if mark != 0 {
-            let life = slots.slot_of(index_of(mark)).life();
+            let life = mark_life(mark);
             if life == old {
                 found = Some(mark);
             } else if newer(life, old)
@@ -345,15 +362,15 @@ impl Watermarks {
                 // A newer life's: back where it was (unless an even newer
                 // one was published meanwhile, which covers it).
             } else {
-                slots.release(index_of(mark), MARKED);
+                slots.release(mark_index(mark), MARKED);
             }
         }
         let ended = queue.ended_mark.swap(0, Ordering::AcqRel);
         if ended != 0 {
-            if found.is_none() && slots.slot_of(index_of(ended)).life() == old {
+            if found.is_none() && mark_life(ended) == old {
                 found = Some(ended);
             } else {
-                slots.release(index_of(ended), MARKED);
+                slots.release(mark_index(ended), MARKED);
             }
         }
         found
@@ -361,7 +378,7 @@ impl Watermarks {
 
     /// Puts back a mark [`take_ended`](Self::take_ended) took, when the
     /// caller could not hand it out (a `Clone` panicked).
-    pub(crate) fn put_back<O>(&self, partition: usize, mark: u32, slots: &Slab<O>) {
+    pub(crate) fn put_back<O>(&self, partition: usize, mark: u64, slots: &Slab<O>) {
         let restored = self.queues.get(partition).is_some_and(|queue| {
             // AcqRel: as in `Taken::drop`.
             queue
@@ -370,8 +387,13 @@ impl Watermarks {
                 .is_ok()
         });
         if !restored {
-            slots.release(index_of(mark), MARKED);
+            slots.release(mark_index(mark), MARKED);
         }
+    }
+
+    /// The slot of a mark [`take_ended`](Self::take_ended) returned.
+    pub(crate) fn mark_slot(mark: u64) -> usize {
+        mark_index(mark)
     }
 
     /// Records that the revoke ending the lives before `life` has taken
@@ -430,10 +452,10 @@ impl Watermarks {
             }
             // Relaxed: see `settle`.
             let settled = queue.settled.load(Ordering::Relaxed);
-            if newer(settled, slots.slot_of(index_of(mark)).life()) {
+            if newer(settled, mark_life(mark)) {
                 // Of a life a completed revoke ended (published late by an
                 // advance that was running then): not ours to hand out.
-                slots.release(index_of(mark), MARKED);
+                slots.release(mark_index(mark), MARKED);
             } else {
                 taken.marks.push((partition, mark));
             }
@@ -441,11 +463,13 @@ impl Watermarks {
         for &(partition, mark) in &taken.marks {
             // SAFETY: we own the MARKED hold we swapped out, so the slot keeps
             // its (acked) value until we release it or put the mark back.
-            f(partition, unsafe { slots.slot_of(index_of(mark)).value() });
+            f(partition, unsafe {
+                slots.slot_of(mark_index(mark)).value()
+            });
         }
         let mut records = 0;
         for (partition, mark) in std::mem::take(&mut taken.marks) {
-            let index = index_of(mark);
+            let index = mark_index(mark);
             let covered = slots.slot_of(index).covered();
             if let Some(queue) = self.queues.get(partition) {
                 records += queue.report(covered);
@@ -498,7 +522,7 @@ struct Taken<'a, O> {
     watermarks: &'a Watermarks,
     slots: &'a Slab<O>,
     /// (partition number, mark), each holding `MARKED`.
-    marks: Vec<(usize, u32)>,
+    marks: Vec<(usize, u64)>,
 }
 
 impl<O> Drop for Taken<'_, O> {
@@ -513,7 +537,7 @@ impl<O> Drop for Taken<'_, O> {
                     .is_ok()
             });
             if !restored {
-                self.slots.release(index_of(mark), MARKED);
+                self.slots.release(mark_index(mark), MARKED);
             }
         }
     }
@@ -554,7 +578,8 @@ fn advance_once<O>(
         }
         let slot = slots.slot_of(index_of(next));
         // Acquire (inside `state`): pairs with the resolution's Release CAS.
-        let status = status_of_state(slot.state());
+        let state = slot.state();
+        let status = status_of_state(state);
         // Mutant `skip_unacked` (loom suite only): the watermark passes
         // records that are not yet resolved.
         #[cfg(inflight_mutant = "skip_unacked")]
@@ -570,12 +595,12 @@ fn advance_once<O>(
         // Read like the generation: written before the publish that the
         // resolution (which we acquired) came after.
         let life = slot.life();
-        let revoked = slot.state() & REVOKED != 0;
+        let revoked = state & REVOKED != 0;
         // A record of a newer life: the older life's watermark is final.
         // Publish it (a revoke takes it), then start the new life afresh.
         if newer(life, newest) {
             if candidate != 0 {
-                publish(queue, slots, candidate, &mut marked);
+                publish(queue, slots, candidate, &mut marked, newest);
                 candidate = 0;
             }
             newest = life;
@@ -588,7 +613,7 @@ fn advance_once<O>(
         if let Some((current, count, failed, group_life)) = group {
             if current != generation || group_life != life {
                 if candidate != 0 {
-                    publish(queue, slots, candidate, &mut marked);
+                    publish(queue, slots, candidate, &mut marked, newest);
                     candidate = 0;
                 }
                 *wakes |= leave(current, count, failed, group_life);
@@ -614,7 +639,7 @@ fn advance_once<O>(
             if candidate != 0 {
                 // `head` is the last good watermark: publish it before the
                 // step below drops its queue hold.
-                publish(queue, slots, candidate, &mut marked);
+                publish(queue, slots, candidate, &mut marked, newest);
                 candidate = 0;
             }
         }
@@ -629,7 +654,7 @@ fn advance_once<O>(
         }
     }
     if candidate != 0 {
-        publish(queue, slots, candidate, &mut marked);
+        publish(queue, slots, candidate, &mut marked, newest);
     }
     debug_assert_eq!(marked, 0, "every marked record is covered by a mark");
     if passed != 0 {
@@ -648,7 +673,7 @@ fn advance_once<O>(
 /// partition's mark, dropping the hold on the mark it replaces. The mark
 /// carries the partition's count of acked records passed so far, `marked`
 /// of them new since the last mark.
-fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) {
+fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64, life: u32) {
     // Relaxed, both: only the holder of `work`, the caller, writes it (the
     // `work` handover orders the writers); `stats` reads it as a statistic.
     let total = queue.marked.load(Ordering::Relaxed) + std::mem::take(marked);
@@ -657,22 +682,22 @@ fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64) 
     slots.mark(index_of(candidate), total as u32);
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
-    let replaced = queue.mark.swap(candidate, Ordering::AcqRel);
+    let replaced = queue
+        .mark
+        .swap(mark_word(candidate, life), Ordering::AcqRel);
     if replaced == 0 {
         return;
     }
-    let candidate_life = slots.slot_of(index_of(candidate)).life();
-    let replaced_life = slots.slot_of(index_of(replaced)).life();
-    if newer(candidate_life, replaced_life) {
+    if newer(life, mark_life(replaced)) {
         // The last mark of a life a revoke ended: put it aside for the
         // revoke (the mark of a newer life does not cover it). AcqRel: as
         // for `mark`.
         let stale = queue.ended_mark.swap(replaced, Ordering::AcqRel);
         if stale != 0 {
-            slots.release(index_of(stale), MARKED);
+            slots.release(mark_index(stale), MARKED);
         }
     } else {
-        slots.release(index_of(replaced), MARKED);
+        slots.release(mark_index(replaced), MARKED);
     }
 }
 
