@@ -549,9 +549,13 @@ pub struct Report {
     pub clean_duplicates: usize,
     pub hard_duplicates: usize,
     pub missing: usize,
-    /// Hard-bounce duplicates at or before the offsets committed before the
-    /// bounce: the bookkeeping committed something it should not have.
+    /// Hard-bounce duplicates at or before the offsets committed when the
+    /// killed run died: the bookkeeping committed something it should not
+    /// have.
     pub misplaced_duplicates: usize,
+    /// Records a cleanly stopped run wrote above the offsets committed at the
+    /// end: its final commit did not cover them.
+    pub uncommitted_clean: usize,
     pub unknown_acks: u64,
     pub failed_final_commits: usize,
     /// The longest a final flush went on after `interrupt()`.
@@ -569,7 +573,10 @@ impl Report {
     }
 
     pub fn passed(&self) -> bool {
-        self.clean_duplicates == 0 && self.missing == 0 && self.misplaced_duplicates == 0
+        self.clean_duplicates == 0
+            && self.missing == 0
+            && self.misplaced_duplicates == 0
+            && self.uncommitted_clean == 0
     }
 }
 
@@ -670,14 +677,26 @@ pub fn drive(
 }
 
 /// Reads the sink and fills in records, duplicates and missing.
+///
+/// A duplicate is blamed on the run that wrote the copy before it, not on
+/// the run that wrote it again: the records a hard-killed run wrote past its
+/// last commit may be produced again by any later run, not only the next one
+/// (on a loaded machine the run after the kill can be stopped before it
+/// reaches them). Only a copy written by a cleanly stopped run, whose final
+/// commit covered it, must never be written again.
 fn verify(
     files: &Files,
     runs: &[(u64, BTreeMap<u32, u64>, bool)],
     report: &mut Report,
 ) -> io::Result<()> {
+    // Run `r` ended hard if the run after it started after a hard stop (the
+    // last run always ends cleanly); the offsets committed when it ended are
+    // those the next run started from.
+    let ended_hard = |r: usize| runs.get(r + 1).is_some_and(|next| next.2);
     let file = File::open(files.sink())?;
     let mut reader = BufReader::new(file);
-    let mut seen: HashMap<u32, Vec<bool>> = HashMap::new();
+    // Per partition and sequence number: the run that wrote its latest copy.
+    let mut writers: HashMap<u32, Vec<Option<usize>>> = HashMap::new();
     let mut position = 0_u64;
     let mut run = 0;
     let mut line = String::new();
@@ -695,25 +714,39 @@ fn verify(
             return Err(bad_data(format!("sink line {line:?} at byte {position}")));
         };
         report.records += 1;
-        let flags = seen.entry(p).or_default();
-        if flags.len() <= seq as usize {
-            flags.resize(seq as usize + 1, false);
+        let writer = writers.entry(p).or_default();
+        if writer.len() <= seq as usize {
+            writer.resize(seq as usize + 1, None);
         }
-        if std::mem::replace(&mut flags[seq as usize], true) {
-            let (_, committed, after_hard) = &runs[run];
-            if !after_hard {
+        if let Some(previous) = writer[seq as usize].replace(run) {
+            if !ended_hard(previous) {
                 report.clean_duplicates += 1;
             } else {
                 report.hard_duplicates += 1;
+                let committed = &runs[previous + 1].1;
                 if committed.get(&p).is_some_and(|&c| seq <= c) {
                     report.misplaced_duplicates += 1;
                 }
             }
         }
     }
-    report.missing = seen
-        .values()
-        .map(|flags| flags.iter().filter(|&&f| !f).count())
-        .sum();
+    // Every record up to the final commit must be there. Above it lie only
+    // the uncommitted tails of hard-killed runs, which no later run may have
+    // reached (gaps there are batches the kill cut off); a cleanly stopped
+    // run's record above it was not covered by its final commit.
+    let committed = files.read_offsets()?;
+    for (p, writer) in &writers {
+        let upto = committed.get(p).map_or(0, |&c| c as usize + 1);
+        report.missing += writer.iter().take(upto).filter(|w| w.is_none()).count();
+        report.uncommitted_clean += writer
+            .iter()
+            .skip(upto)
+            .filter(|w| w.is_some_and(|r| !ended_hard(r)))
+            .count();
+    }
+    report.missing += (0..PARTITIONS)
+        .filter(|p| !writers.contains_key(p))
+        .map(|p| committed.get(&p).map_or(0, |&c| c as usize + 1))
+        .sum::<usize>();
     Ok(())
 }

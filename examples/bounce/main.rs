@@ -133,6 +133,12 @@ fn main() -> ExitCode {
             report.misplaced_duplicates
         );
     }
+    if report.uncommitted_clean > 0 {
+        println!(
+            "records of clean stops above the final commit: {}",
+            report.uncommitted_clean
+        );
+    }
     let passed = report.passed();
     if passed {
         let _ = std::fs::remove_dir_all(&dir);
