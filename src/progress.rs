@@ -455,7 +455,10 @@ fn tagged(tag: u8, bytes: &[u8]) -> String {
 }
 
 fn from_base64(text: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    if !text.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+    if !text
+        .iter()
+        .all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    {
         return Err(DecodeError::BadCharacter);
     }
     if text.len() % 4 == 1 {

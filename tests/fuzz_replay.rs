@@ -62,6 +62,10 @@ fn corpus_ops() {
         ("wait", "PartitionHash"),
         ("wait", "PartitionClone"),
         ("wait", "OffsetClone"),
+        ("revoke", "PartitionHash"),
+        ("revoke", "PartitionEq"),
+        ("revoke", "OffsetClone"),
+        ("drain_partition", "PartitionHash"),
     ];
     for (call, act) in expected {
         assert!(
@@ -646,6 +650,458 @@ fn threaded_explicit_ops() {
             Some(1),
             watermarks,
             &[sender.clone(), sender.clone(), flusher.clone()],
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Guarantee 16: `revoke` and `drain_partition` through the model's rules for
+// them (see `fuzz/harness/model.rs`). Each test also pins what the calls
+// returned (tracker and model agreeing), by step.
+// ---------------------------------------------------------------------------
+
+/// Checks that each `(step, what)` is what that step returned.
+fn returned(traced: &harness::Traced, expected: &[(usize, &str)]) {
+    for &(step, what) in expected {
+        assert_eq!(traced.at(step), what, "step {step}: {:#?}", traced.trace);
+    }
+}
+
+fn traced(capacity: Option<usize>, watermarks: bool, ops: &[Op]) -> harness::Traced {
+    harness::run_op_list_traced(capacity, watermarks, false, ops)
+}
+
+/// A revoke releases the partition's unresolved records: out of flight,
+/// their capacity back, their tickets (typed and raw) answering `Revoked`
+/// and changing nothing; a second revoke, or one of a partition never
+/// sent, releases nothing.
+#[test]
+fn model_revoke_releases_records() {
+    for watermarks in [false, true] {
+        let ops = [
+            send(0, 1),            // 0: #0
+            send(0, 2),            // 1: #1
+            send(1, 7),            // 2: #2
+            send(2, 9),            // 3: Full
+            ack(Which::Ticket(0)), // 4: #0
+            Op::IntoRaw(1),        // 5: #1 raw
+            Op::Revoke(0),         // 6: releases #1
+            ack(Which::Raw(0)),    // 7
+            fail(Which::Raw(0)),   // 8
+            ack(Which::Stale(0)),  // 9: #0, acked
+            send(2, 9),            // 10: #3, room again
+            send(2, 10),           // 11: #4
+            send(2, 11),           // 12: Full
+            Op::Drain,             // 13
+            Op::Revoke(0),         // 14: nothing left
+            Op::Revoke(3),         // 15: never sent
+            Op::Committable { stats: true },
+        ];
+        let got = traced(Some(3), watermarks, &ops);
+        let committable = if watermarks { "Some(1)" } else { "None" };
+        returned(
+            &got,
+            &[
+                (3, "send = Full"),
+                (6, &format!("revoke(0) = (1, {committable})")),
+                (7, "ack #1 = Err(Revoked)"),
+                (8, "fail #1 = Err(Revoked)"),
+                (9, "ack #0 = Err(AlreadyResolved)"),
+                (10, "send #3"),
+                (11, "send #4"),
+                (12, "send = Full"),
+                (13, "drain = Err(Timeout { pending: 3 })"),
+                (14, "revoke(0) = (0, None)"),
+                (15, "revoke(3) = (0, None)"),
+                (16, "committable = {}, 0 records, stopped []"),
+            ],
+        );
+    }
+}
+
+/// A revoke forgives its partition's failures: a flush failing for them
+/// (begun before the revoke, or after) proceeds to offsets, without the
+/// ended life's; the watermark is no longer stopped; the new life reports.
+#[test]
+fn model_revoke_forgives_failures() {
+    for watermarks in [false, true] {
+        let stats = Op::Committable { stats: true };
+        let ops = [
+            send(0, 1),             // 0: #0
+            send(1, 2),             // 1: #1
+            Op::BeginFlush,         // 2: covers #0, #1
+            fail(Which::Ticket(0)), // 3: #0
+            Op::Wait,               // 4
+            stats.clone(),          // 5: 0 stopped
+            send(0, 3),             // 6: #2, not covered
+            Op::Revoke(0),          // 7: releases #2
+            Op::Wait,               // 8: #1 pending, no failure
+            stats.clone(),          // 9: nothing stopped
+            ack(Which::Ticket(0)),  // 10: #1
+            Op::Wait,               // 11: {1: 2}
+            Op::Commit,             // 12
+            send(0, 1),             // 13: #3, the new life
+            ack(Which::Ticket(1)),  // 14: #3
+            ack(Which::Ticket(0)),  // 15: #2
+            Op::BeginFlush,         // 16
+            Op::Wait,               // 17: {0: 1}
+            Op::Commit,             // 18
+            stats.clone(),          // 19
+            // A flush whose only failures are of an ended life: offsets.
+            send(2, 4),             // 20: #4
+            send(3, 5),             // 21: #5
+            fail(Which::Ticket(0)), // 22: #4
+            ack(Which::Ticket(0)),  // 23: #5
+            Op::BeginFlush,         // 24
+            Op::Wait,               // 25: failed
+            Op::Revoke(2),          // 26
+            Op::Wait,               // 27: {3: 5}
+            Op::Commit,             // 28
+        ];
+        let got = traced(None, watermarks, &ops);
+        let stopped = if watermarks { "[0]" } else { "[]" };
+        let none = "committable = {}, 0 records, stopped []";
+        returned(
+            &got,
+            &[
+                (4, "wait = Err(Failed { failed: 1 })"),
+                (
+                    5,
+                    &format!("committable = {{}}, 0 records, stopped {stopped}"),
+                ),
+                (7, "revoke(0) = (1, None)"),
+                (8, "wait = Err(Timeout { pending: 1 })"),
+                (9, none),
+                (10, "ack #1 = Ok(())"),
+                (11, "wait = Ok({1: 2})"),
+                (14, "ack #3 = Ok(())"),
+                (15, "ack #2 = Err(Revoked)"),
+                (17, "wait = Ok({0: 1})"),
+                (25, "wait = Err(Failed { failed: 1 })"),
+                (26, "revoke(2) = (0, None)"),
+                (27, "wait = Ok({3: 5})"),
+            ],
+        );
+        if watermarks {
+            returned(
+                &got,
+                &[(19, "committable = {0: 1, 1: 2}, 2 records, stopped []")],
+            );
+        }
+    }
+}
+
+/// A revoke ends the partition's watermark: records acked behind a
+/// released one are passed but never reported, and the next life starts a
+/// new acked prefix, not behind the old life's records.
+#[test]
+fn model_revoke_starts_a_new_watermark() {
+    let stats = Op::Committable { stats: true };
+    let ops = [
+        send(0, 1),            // 0: #0
+        send(0, 2),            // 1: #1
+        ack(Which::Ticket(1)), // 2: #1, behind #0
+        stats.clone(),         // 3: nothing committable, 2 in flight
+        Op::Revoke(0),         // 4: releases #0, passes #1
+        stats.clone(),         // 5: nothing
+        send(0, 1),            // 6: #2, the new life
+        send(0, 2),            // 7: #3
+        ack(Which::Ticket(2)), // 8: #3, behind #2
+        stats.clone(),         // 9
+        ack(Which::Ticket(1)), // 10: #2
+        stats.clone(),         // 11: {0: 2}
+        Op::DrainPartition(0), // 12
+        ack(Which::Ticket(0)), // 13: #0, released
+        Op::BeginFlush,        // 14
+        Op::Wait,              // 15: {0: 2}
+        Op::Commit,            // 16
+    ];
+    let got = traced(None, true, &ops);
+    returned(
+        &got,
+        &[
+            (3, "committable = {}, 0 records, stopped []"),
+            (4, "revoke(0) = (1, None)"),
+            (5, "committable = {}, 0 records, stopped []"),
+            (8, "ack #3 = Ok(())"),
+            (9, "committable = {}, 0 records, stopped []"),
+            (10, "ack #2 = Ok(())"),
+            (11, "committable = {0: 2}, 2 records, stopped []"),
+            (12, "drain_partition(0) = Ok(())"),
+            (13, "ack #0 = Err(Revoked)"),
+            (15, "wait = Ok({0: 2})"),
+        ],
+    );
+}
+
+/// The ops of `model_revoked_committable_taken_once`: the revoke takes the
+/// untaken advance (b's), once; the new life's advance counts only its own
+/// record.
+fn revoked_committable_ops() -> Vec<Op> {
+    let stats = Op::Committable { stats: true };
+    vec![
+        send(0, 1),                       // 0: #0
+        send(0, 2),                       // 1: #1
+        send(0, 3),                       // 2: #2
+        ack(Which::Ticket(0)),            // 3: #0
+        stats.clone(),                    // 4: {0: 1}
+        ack(Which::Ticket(1)),            // 5: #1
+        Op::Revoke(0),                    // 6: releases #2; hands over 2
+        stats.clone(),                    // 7: nothing
+        ack(Which::Ticket(0)),            // 8: #2, released
+        send(0, 10),                      // 9: #3
+        ack(Which::Ticket(0)),            // 10: #3
+        stats.clone(),                    // 11: {0: 10}, 1 record (2 while the tracker deviates)
+        Op::Revoke(0),                    // 12: taken already
+        send(0, 11),                      // 13: #4
+        ack(Which::Ticket(0)),            // 14: #4
+        Op::Revoke(0),                    // 15: {0: 11}
+        Op::Committable { stats: false }, // 16: nothing
+    ]
+}
+
+/// `Revoked::committable` is the advance no `committable()` took, handed
+/// out once; on a barrier tracker it is always `None`.
+#[test]
+fn model_revoked_committable_taken_once() {
+    for watermarks in [false, true] {
+        let got = traced(None, watermarks, &revoked_committable_ops());
+        let (some2, some11) = if watermarks {
+            ("Some(2)", "Some(11)")
+        } else {
+            ("None", "None")
+        };
+        returned(
+            &got,
+            &[
+                (6, &format!("revoke(0) = (1, {some2})")),
+                (7, "committable = {}, 0 records, stopped []"),
+                (8, "ack #2 = Err(Revoked)"),
+                (12, "revoke(0) = (0, None)"),
+                (15, &format!("revoke(0) = (0, {some11})")),
+                (16, "committable = {}"),
+            ],
+        );
+        if watermarks {
+            let records = if harness::REVOKED_COUNTS_REPORTED_AGAIN {
+                2
+            } else {
+                1
+            };
+            returned(
+                &got,
+                &[
+                    (4, "committable = {0: 1}, 1 records, stopped []"),
+                    (
+                        11,
+                        &format!("committable = {{0: 10}}, {records} records, stopped []"),
+                    ),
+                ],
+            );
+        }
+    }
+}
+
+/// The tracker's known deviation (`harness::REVOKED_COUNTS_REPORTED_AGAIN`):
+/// the records of the advance a revoke took are counted again by the next
+/// `committable_with_stats` that returns the partition. Fails once `src/`
+/// is fixed: then set the constant to `false`.
+#[test]
+fn revoked_counts_reported_again_is_still_a_deviation() {
+    let exact = std::panic::catch_unwind(|| {
+        harness::run_op_list_traced(None, true, true, &revoked_committable_ops())
+    });
+    assert_eq!(
+        exact.is_err(),
+        harness::REVOKED_COUNTS_REPORTED_AGAIN,
+        "the tracker now keeps the contract: set REVOKED_COUNTS_REPORTED_AGAIN to false"
+    );
+}
+
+/// `drain_partition(p, ZERO)` counts p's records not resolved (with
+/// watermarks: not passed), ignores other partitions, is `Ok` for a
+/// partition never seen (leaving an interrupt pending), and takes a
+/// pending interrupt otherwise.
+#[test]
+fn model_drain_partition_counts() {
+    for watermarks in [false, true] {
+        let ops = [
+            send(0, 1),            // 0: #0
+            send(0, 2),            // 1: #1
+            send(1, 7),            // 2: #2
+            ack(Which::Ticket(1)), // 3: #1, behind #0
+            Op::DrainPartition(0), // 4
+            Op::DrainPartition(3), // 5: never seen
+            Op::Interrupt,         // 6
+            Op::DrainPartition(3), // 7: never seen, the interrupt stays
+            Op::DrainPartition(1), // 8: takes it
+            Op::DrainPartition(1), // 9
+            ack(Which::Ticket(0)), // 10: #0
+            Op::DrainPartition(0), // 11
+            send(0, 3),            // 12: #3
+            Op::DrainPartition(0), // 13
+            Op::Revoke(0),         // 14: releases #3
+            Op::DrainPartition(0), // 15
+            Op::Drain,             // 16: #2
+        ];
+        let got = traced(None, watermarks, &ops);
+        let pending = if watermarks { 2 } else { 1 };
+        let committable = if watermarks { "Some(2)" } else { "None" };
+        returned(
+            &got,
+            &[
+                (
+                    4,
+                    &format!("drain_partition(0) = Err(Timeout {{ pending: {pending} }})"),
+                ),
+                (5, "drain_partition(3) = Ok(())"),
+                (7, "drain_partition(3) = Ok(())"),
+                (8, "drain_partition(1) = Err(Interrupted)"),
+                (9, "drain_partition(1) = Err(Timeout { pending: 1 })"),
+                (11, "drain_partition(0) = Ok(())"),
+                (13, "drain_partition(0) = Err(Timeout { pending: 1 })"),
+                (14, &format!("revoke(0) = (1, {committable})")),
+                (15, "drain_partition(0) = Ok(())"),
+                (16, "drain = Err(Timeout { pending: 1 })"),
+            ],
+        );
+    }
+}
+
+/// Planned panics in `revoke` and `drain_partition`: in the key's `Hash` or
+/// `Eq`, nothing changes; in the `Clone` of the offset a revoke hands over,
+/// the records are released and the life ended, but the advance is put
+/// back: the next `committable()` returns it (a newer life's advance, if
+/// one came first, takes its place, counting both), and a later revoke
+/// drops it.
+#[test]
+fn model_revoke_panics() {
+    let stats = Op::Committable { stats: true };
+    let ops = [
+        send(0, 1),                 // 0: #0
+        send(1, 2),                 // 1: #1
+        ack(Which::Ticket(0)),      // 2: #0
+        arm(Act::PartitionHash, 0), // 3
+        Op::Revoke(0),              // 4: Hash panics, nothing changes
+        arm(Act::PartitionEq, 0),   // 5
+        Op::Revoke(0),              // 6: Eq panics
+        arm(Act::PartitionHash, 1), // 7
+        Op::DrainPartition(1),      // 8: Hash panics
+        arm(Act::OffsetClone, 1),   // 9
+        Op::Revoke(0),              // 10: Clone panics; #0's advance put back
+        stats.clone(),              // 11: {0: 1}, 1 record
+        Op::Revoke(0),              // 12: nothing
+        send(0, 5),                 // 13: #2
+        ack(Which::Ticket(1)),      // 14: #2
+        arm(Act::OffsetClone, 5),   // 15
+        Op::Revoke(0),              // 16: Clone panics; #2's advance put back
+        send(0, 6),                 // 17: #3, the next life
+        ack(Which::Ticket(1)),      // 18: #3
+        stats.clone(),              // 19: {0: 6}, 2 records
+        send(0, 8),                 // 20: #4
+        ack(Which::Ticket(1)),      // 21: #4
+        arm(Act::OffsetClone, 8),   // 22
+        Op::Revoke(0),              // 23: Clone panics; #4's advance put back
+        Op::Revoke(0),              // 24: drops it
+        send(0, 9),                 // 25: #5
+        ack(Which::Ticket(1)),      // 26: #5
+        stats.clone(),              // 27: {0: 9}
+    ];
+    let got = traced(None, true, &ops);
+    // #4's advance, dropped by the revoke at 24, is counted again at 27
+    // while the tracker deviates (`REVOKED_COUNTS_REPORTED_AGAIN`).
+    let records = if harness::REVOKED_COUNTS_REPORTED_AGAIN {
+        2
+    } else {
+        1
+    };
+    returned(
+        &got,
+        &[
+            (11, "committable = {0: 1}, 1 records, stopped []"),
+            (12, "revoke(0) = (0, None)"),
+            (19, "committable = {0: 6}, 2 records, stopped []"),
+            (24, "revoke(0) = (0, None)"),
+            (
+                27,
+                &format!("committable = {{0: 9}}, {records} records, stopped []"),
+            ),
+        ],
+    );
+    assert_eq!(
+        fired(got.fired),
+        vec![
+            (4, "revoke", Act::PartitionHash, 0),
+            (6, "revoke", Act::PartitionEq, 0),
+            (8, "drain_partition", Act::PartitionHash, 1),
+            (10, "revoke", Act::OffsetClone, 1),
+            (16, "revoke", Act::OffsetClone, 5),
+            (23, "revoke", Act::OffsetClone, 8),
+        ]
+    );
+}
+
+/// Revokes racing sends, acks, flushes and `committable` calls: every
+/// resolution answers `Ok`, or `Revoked` for a record a revoke may have
+/// released; `Ok` resolutions and released records add up to the records
+/// sent; nothing reported was not acked.
+#[test]
+fn threaded_revoke_explicit_ops() {
+    use ThreadOp::*;
+    let own = |second| Send {
+        shared: false,
+        second,
+    };
+    let to_shared = Send {
+        shared: true,
+        second: false,
+    };
+    let sender = vec![
+        own(false),
+        own(false),
+        to_shared.clone(),
+        own(true),
+        Ack(1),
+        IntoRaw(0),
+        Revoke(0),
+        AckRaw(0, false),
+        Stale(0, false),
+        own(false),
+        Fail(0),
+        Committable(true),
+        InFlight,
+        Drain(false),
+        to_shared.clone(),
+        own(true),
+        Revoke(4),
+        Ack(0),
+        Ack(0),
+        own(false),
+        Committable(false),
+    ];
+    let revoker = vec![
+        Revoke(0),
+        Begin,
+        Revoke(1),
+        Committable(true),
+        Wait(true),
+        Revoke(2),
+        Revoke(4),
+        Wait(false),
+        Commit,
+        Revoke(3),
+        InFlight,
+        Drain(true),
+        Revoke(0),
+    ];
+    for round in 0..40 {
+        let capacity = (round % 4 == 3).then_some(3);
+        let watermarks = round % 2 == 0;
+        harness::run_threaded_ops(capacity, watermarks, &[sender.clone(), revoker.clone()]);
+        harness::run_threaded_ops(
+            capacity,
+            watermarks,
+            &[sender.clone(), sender.clone(), revoker.clone()],
         );
     }
 }

@@ -22,7 +22,7 @@
 //! |---|---|
 //! | `mod.rs` | what the others share ([`Offsets`], [`build_tracker`], [`peek_raw`], the setup byte), and the public paths |
 //! | `model.rs` | [`Model`], the sequential reference model, and its rules |
-//! | `ops.rs` | the `ops` target: [`Op`], [`Which`], the lockstep simulator, [`run_ops`], [`run_op_list`], and the rules for a panic in user code |
+//! | `ops.rs` | the `ops` target: [`Op`], [`Which`], the lockstep simulator, [`run_ops`], [`run_op_list`], [`run_op_list_traced`], and the rules for a panic in user code |
 //! | `user.rs` | the panicking user types [`Part`] and [`Off`], arming, and the counts of live values and user-code calls |
 //! | `raw.rs` | the `raw_tickets` target: [`Probe`], [`run_raw_tickets`] |
 //! | `threaded.rs` | the `threaded` target: [`ThreadOp`], [`run_threaded`], [`run_threaded_ops`] and its invariants |
@@ -42,8 +42,8 @@ mod user;
 // `tests/fuzz_replay.rs`, which uses only some of them.
 #[allow(unused_imports)]
 pub use self::{
-    model::Model,
-    ops::{run_op_list, run_ops, run_ops_fired, Fired, Op, Which},
+    model::{Model, REVOKED_COUNTS_REPORTED_AGAIN},
+    ops::{run_op_list, run_op_list_traced, run_ops, run_ops_fired, Fired, Op, Traced, Which},
     raw::{run_raw_tickets, Probe},
     threaded::{run_threaded, run_threaded_ops, ThreadOp},
     user::{arm, disarm, Act, Off, Part},
@@ -63,6 +63,9 @@ enum State {
     Live,
     Acked,
     Failed,
+    /// Released by a `revoke` of its partition: no longer in flight, and
+    /// its ticket answers `Revoked` (or `AlreadyResolved`).
+    Released,
 }
 
 /// Builds the tracker the harness runs: with or without a capacity and

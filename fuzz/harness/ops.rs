@@ -28,6 +28,15 @@
 //!   when it returns offsets. A panicked wait changes nothing: a flush that
 //!   was not ready stays so (`commit` gives `NotReady`), and the next wait
 //!   returns the offsets.
+//! - `revoke` may run the `Hash` and `Eq` of its key (and `Eq` of a known
+//!   partition it is compared with) before it changes anything: a panic
+//!   there changes nothing. It may then run the `Clone` of the offset it
+//!   returns as `Revoked::committable`: a panic there leaves the records
+//!   released and the life ended, the advance put back for the next
+//!   `committable` call ([`Model::revoke`] with `clone_panicked`).
+//!   `drain_partition` may run the `Hash` and `Eq` of its key, before it
+//!   does anything. The key is an original the harness defuses after the
+//!   call, so its `Drop` never panics.
 //! - Every other call (`ack`, `fail`, `ack_raw`, `fail_raw`, `begin_flush`,
 //!   `commit`, `abort`, `drain`, `in_flight`, `close`, `interrupt`,
 //!   `pending`, `is_closed`) runs no user code of either type at all, and
@@ -42,7 +51,7 @@ use super::user::{self, Act, Off, Part};
 use super::{build_tracker, peek_raw, pick_setup, raw_id, State, MAX_OPS, PARTITIONS};
 use arbitrary::{Arbitrary, Unstructured};
 use inflight::{Flush, ResolveError, SendError, Ticket, Tracker};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 /// Which ticket a resolution uses.
@@ -118,6 +127,10 @@ pub enum Op {
     },
     /// `drain(Duration::ZERO)`.
     Drain,
+    /// `revoke(partition % 4)`.
+    Revoke(u8),
+    /// `drain_partition(partition % 4, Duration::ZERO)`.
+    DrainPartition(u8),
     /// Arms a planned panic (replacing the one armed): the next `act` on
     /// `value` (modulo 4 for a partition) panics, once. Only when `chance`
     /// is below 64 (a quarter of the time), so that most inputs still do
@@ -138,7 +151,8 @@ pub struct Fired {
     /// The step it escaped: the index of the op in the list (counting on
     /// past its end into the final steps).
     pub step: usize,
-    /// The call: `send`, `committable`, `committable_with_stats` or `wait`.
+    /// The call: `send`, `committable`, `committable_with_stats`, `wait`,
+    /// `revoke` or `drain_partition`.
     pub call: &'static str,
     /// What panicked.
     pub act: Act,
@@ -153,9 +167,10 @@ pub(super) struct Sim<'t> {
     foreign: &'t Tracker<u8, u64>,
     foreign_sent: usize,
     flush: Option<Flush<'t, Part, Off>>,
-    /// Live tickets held as `Ticket`, with their record number.
+    /// Tickets held as `Ticket`, with their record number: live, or of a
+    /// record a revoke released.
     pub(super) tickets: Vec<(Ticket, usize)>,
-    /// Records whose live ticket is held as a raw value.
+    /// Records whose ticket is held as a raw value: live, or released.
     raws: Vec<usize>,
     /// Offset values the tracker kept (it may drop them in any later send).
     kept: HashSet<u64>,
@@ -163,6 +178,8 @@ pub(super) struct Sim<'t> {
     fired: Vec<Fired>,
     /// Steps begun.
     steps: usize,
+    /// What the calls returned, by step, when tracing ([`run_op_list_traced`]).
+    trace: Option<Vec<(usize, String)>>,
     model: Model,
 }
 
@@ -179,6 +196,7 @@ impl<'t> Sim<'t> {
             kept: HashSet::new(),
             fired: Vec::new(),
             steps: 0,
+            trace: None,
             model: Model::new(capacity, watermarks),
         }
     }
@@ -216,6 +234,14 @@ impl<'t> Sim<'t> {
     }
 
     fn judge(&mut self, raw: u64, expect: Expect, result: Result<(), ResolveError>, fail: bool) {
+        if self.trace.is_some() {
+            let verb = if fail { "fail" } else { "ack" };
+            let what = match self.model.records.iter().position(|r| r.raw == raw) {
+                Some(id) => format!("{verb} #{id} = {result:?}"),
+                None => format!("{verb} {raw:#x} = {result:?}"),
+            };
+            self.note(|| what);
+        }
         match expect {
             Expect::Resolves(id) => {
                 assert_eq!(result, Ok(()), "raw {raw:#x} of live record {id}");
@@ -223,6 +249,20 @@ impl<'t> Sim<'t> {
             }
             Expect::Error(error) => assert_eq!(result, Err(error), "raw {raw:#x}"),
             Expect::AnyError => assert!(result.is_err(), "forged raw {raw:#x} resolved"),
+            Expect::Released => assert!(
+                matches!(
+                    result,
+                    Err(ResolveError::Revoked | ResolveError::AlreadyResolved)
+                ),
+                "raw {raw:#x} of a released record: {result:?}"
+            ),
+        }
+    }
+
+    /// Notes what a call returned, when tracing.
+    fn note(&mut self, what: impl FnOnce() -> String) {
+        if let Some(trace) = &mut self.trace {
+            trace.push((self.steps - 1, what()));
         }
     }
 
@@ -293,7 +333,10 @@ impl<'t> Sim<'t> {
             Op::Drain => {
                 let real = user::no_user_code("drain", || self.tracker.drain(Duration::ZERO));
                 assert_eq!(real, self.model.drain(), "drain");
+                self.note(|| format!("drain = {real:?}"));
             }
+            Op::Revoke(partition) => self.revoke(partition % PARTITIONS),
+            Op::DrainPartition(partition) => self.drain_partition(partition % PARTITIONS),
             Op::Arm { act, value, chance } => {
                 if *chance < 64 {
                     let value = if act.on_partition() {
@@ -346,6 +389,7 @@ impl<'t> Sim<'t> {
                     "ticket {raw:#x} issued twice"
                 );
                 let id = self.model.sent(partition, offset, raw);
+                self.note(|| format!("send #{id}"));
                 self.tickets.push((ticket, id));
                 self.kept.insert(offset);
             }
@@ -356,6 +400,8 @@ impl<'t> Sim<'t> {
                     other => panic!("send: unexpected {other:?}"),
                 };
                 assert_eq!(refused, expected, "send");
+                self.note(|| format!("send = {refused:?}"));
+
                 // The record comes back: the harness drops it.
                 let (p, o) = error.into_inner();
                 assert_eq!(
@@ -385,6 +431,75 @@ impl<'t> Sim<'t> {
                 Act::OffsetDrop => self.kept.contains(&value),
                 Act::OffsetClone => false,
             }
+    }
+
+    /// Whether a call looking up `partition` as a key (`revoke`,
+    /// `drain_partition`) may run the partition code that panicked: its
+    /// `Hash` and `Eq`, and the `Eq` of a known partition.
+    fn lookup_may_run(&self, partition: u8, (act, value): (Act, u64)) -> bool {
+        let numbered = (self.model.numbers.iter()).any(|&p| u64::from(p) == value);
+        let own = value == u64::from(partition);
+        match act {
+            Act::PartitionHash => own,
+            Act::PartitionEq => own || numbered,
+            _ => false,
+        }
+    }
+
+    fn revoke(&mut self, partition: u8) {
+        let expected = self.model.peek_revoke(partition);
+        let (tracker, key) = (self.tracker, Part::new(partition));
+        let real = user::call(|| {
+            let revoked = tracker.revoke(&key);
+            (revoked.released, revoked.committable.map(|o| o.get()))
+        });
+        key.defuse();
+        match real {
+            Ok(real) => {
+                assert_eq!(
+                    real, expected,
+                    "revoke({partition}): (released, committable)"
+                );
+                assert_eq!(self.model.revoke(partition, false), expected);
+                self.note(|| format!("revoke({partition}) = {real:?}"));
+            }
+            Err(fired) => {
+                let clone = fired.0 == Act::OffsetClone && expected.1 == Some(fired.1);
+                assert!(
+                    clone || self.lookup_may_run(partition, fired),
+                    "revoke({partition}) ran the planned {fired:?} panic, expected {expected:?}"
+                );
+                if clone {
+                    // Released and ended; the advance put back.
+                    self.model.revoke(partition, true);
+                }
+                self.fired("revoke", fired);
+            }
+        }
+    }
+
+    fn drain_partition(&mut self, partition: u8) {
+        let (tracker, key) = (self.tracker, Part::new(partition));
+        let real = user::call(|| tracker.drain_partition(&key, Duration::ZERO));
+        key.defuse();
+        match real {
+            Ok(real) => {
+                assert_eq!(
+                    real,
+                    self.model.drain_partition(partition),
+                    "drain_partition"
+                );
+                self.note(|| format!("drain_partition({partition}) = {real:?}"));
+            }
+            Err(fired) => {
+                assert!(
+                    self.lookup_may_run(partition, fired),
+                    "drain_partition({partition}) ran the planned {fired:?} panic"
+                );
+                // Nothing changed: it looks the key up first.
+                self.fired("drain_partition", fired);
+            }
+        }
     }
 
     fn committable(&mut self, stats: bool) {
@@ -423,10 +538,21 @@ impl<'t> Sim<'t> {
             Ok(real) if stats => {
                 assert_eq!(real, expected, "committable_with_stats");
                 self.model.take_committable();
+                self.note(|| {
+                    let offsets: BTreeMap<_, _> = real.offsets.iter().collect();
+                    format!(
+                        "committable = {offsets:?}, {} records, stopped {:?}",
+                        real.committable_records, real.stopped
+                    )
+                });
             }
             Ok(real) => {
                 assert_eq!(real.offsets, expected.offsets, "committable");
                 self.model.take_committable();
+                self.note(|| {
+                    let offsets: BTreeMap<_, _> = real.offsets.iter().collect();
+                    format!("committable = {offsets:?}")
+                });
             }
         }
     }
@@ -443,7 +569,9 @@ impl<'t> Sim<'t> {
                 if real.is_err() {
                     assert_eq!(user::calls(), before, "a wait that failed ran user code");
                 }
-                assert_eq!(real.map(|offsets| plain(&offsets)), expected, "wait");
+                let real = real.map(|offsets| plain(&offsets));
+                assert_eq!(real, expected, "wait");
+                self.note(|| format!("wait = {:?}", real.map(BTreeMap::from_iter)));
             }
             Err(fired) => {
                 let legal = matches!(&expected, Ok(offsets) if offsets_may_run(offsets, fired));
@@ -465,6 +593,8 @@ impl<'t> Sim<'t> {
                     return;
                 }
                 let (ticket, id) = self.tickets.swap_remove(*i as usize % self.tickets.len());
+                let raw = self.model.records[id].raw;
+                let expect = self.model.expect_raw(raw);
                 let result = user::no_user_code("ack / fail", || {
                     if fail {
                         self.tracker.fail(ticket)
@@ -472,8 +602,11 @@ impl<'t> Sim<'t> {
                         self.tracker.ack(ticket)
                     }
                 });
-                assert_eq!(result, Ok(()), "live ticket of record {id}");
-                self.resolved(id, fail);
+                match expect {
+                    Expect::Resolves(_) | Expect::Released => {}
+                    other => panic!("model: ticket of record {id} expects {other:?}"),
+                }
+                self.judge(raw, expect, result, fail);
             }
             Which::Raw(i) => {
                 if let Some(&id) = self.raws.get(*i as usize % self.raws.len().max(1)) {
@@ -486,9 +619,13 @@ impl<'t> Sim<'t> {
                     .map(|r| r.raw)
                     .collect();
                 if let Some(&raw) = stale.get(*i as usize % stale.len().max(1)) {
-                    assert_eq!(
-                        self.model.expect_raw(raw),
-                        Expect::Error(ResolveError::AlreadyResolved)
+                    let expect = self.model.expect_raw(raw);
+                    assert!(
+                        matches!(
+                            expect,
+                            Expect::Error(ResolveError::AlreadyResolved) | Expect::Released
+                        ),
+                        "model: stale {raw:#x} expects {expect:?}"
                     );
                     self.resolve_raw(raw, fail);
                 }
@@ -528,9 +665,11 @@ impl<'t> Sim<'t> {
         }
     }
 
-    /// Disarms, resolves everything still in flight (acks), then a final
-    /// flush must drain it and, unless a record failed, commit; a last
-    /// flush is empty.
+    /// Disarms, resolves everything still in flight (acks; a released
+    /// record's ticket answers `Revoked`), then a final flush must drain it
+    /// and, unless a record of a current life failed, commit; a last flush
+    /// is empty. Then every partition drains at once, and revoking each
+    /// releases nothing and hands over nothing (`committable` took it all).
     pub(super) fn finish(&mut self) {
         user::disarm();
         let mut ops = vec![Op::Abort];
@@ -570,11 +709,17 @@ impl<'t> Sim<'t> {
         self.step(&Op::Drain);
         self.step(&Op::Committable { stats: true });
         let failed = (self.model.records.iter())
-            .filter(|r| r.state == State::Failed)
+            .filter(|r| r.state == State::Failed && self.model.current(r))
             .count();
         if failed == 0 {
             assert_eq!(self.model.committed, self.model.records.len());
         }
+        for partition in 0..PARTITIONS {
+            self.step(&Op::DrainPartition(partition));
+            assert_eq!(self.model.peek_revoke(partition), (0, None));
+            self.step(&Op::Revoke(partition));
+        }
+        self.step(&Op::Committable { stats: true });
     }
 }
 
@@ -618,6 +763,52 @@ pub fn run_op_list(capacity: Option<usize>, watermarks: bool, ops: &[Op]) -> Vec
             sim.step(op);
         }
     })
+}
+
+/// What [`run_op_list_traced`] saw.
+#[derive(Debug)]
+pub struct Traced {
+    /// The planned panics that escaped.
+    pub fired: Vec<Fired>,
+    /// What the calls returned (tracker and model agreeing), by step: `send
+    /// #id`, `ack #id = Ok(())`, `revoke(0) = (1, Some(2))`, `committable =
+    /// {..}, n records, stopped [..]`, `wait = ..`, `drain = ..`,
+    /// `drain_partition(0) = ..`.
+    pub trace: Vec<(usize, String)>,
+}
+
+impl Traced {
+    /// What step `step` returned (its last entry).
+    pub fn at(&self, step: usize) -> &str {
+        (self.trace.iter().rev())
+            .find(|(s, _)| *s == step)
+            .map(|(_, what)| what.as_str())
+            .unwrap_or_else(|| panic!("step {step} returned nothing: {:#?}", self.trace))
+    }
+}
+
+/// [`run_op_list`], tracing what each call of `ops` returned. With
+/// `exact`, the model expects the contract exactly, not the tracker's
+/// known deviation
+/// ([`REVOKED_COUNTS_REPORTED_AGAIN`](super::model::REVOKED_COUNTS_REPORTED_AGAIN)).
+pub fn run_op_list_traced(
+    capacity: Option<usize>,
+    watermarks: bool,
+    exact: bool,
+    ops: &[Op],
+) -> Traced {
+    let mut trace = Vec::new();
+    let fired = with_sim(capacity, watermarks, |sim| {
+        sim.trace = Some(Vec::new());
+        if exact {
+            sim.model.expect_deviation(false);
+        }
+        for op in ops {
+            sim.step(op);
+        }
+        trace = sim.trace.take().unwrap_or_default();
+    });
+    Traced { fired, trace }
 }
 
 /// Runs `f` on a simulator of a fresh tracker, then finishes it, drops the

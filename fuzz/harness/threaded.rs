@@ -4,13 +4,26 @@
 //! rest). Its tracker is a plain `Tracker<u8, u64>`: planned panics in
 //! user code are the `ops` target's (`user.rs`); here every call must
 //! return.
+//!
+//! With [`ThreadOp::Revoke`] (of any thread's partition, or the shared
+//! one), a record may be released by a revoke that did not end before its
+//! send began: only then may its `ack` or `fail` answer `Revoked` (or
+//! `AlreadyResolved`), and only then may an earlier unacked record of its
+//! sender be of another life than a later one that is reported. At the
+//! end, after every ticket is resolved (`Ok`, or `Revoked` where allowed)
+//! and one last revoke of every partition (which collects the records that
+//! sends racing a revoke released themselves): `Ok` resolutions plus the
+//! records every revoke released are the records sent, nothing is in
+//! flight, no offset was ever reported (by a flush, `committable` or a
+//! revoke) whose record's resolution did not return `Ok`, and a final
+//! flush returns no offsets and no failure (every life ended).
 
 use super::{build_tracker, peek_raw, pick_setup, Offsets, State};
 use arbitrary::{Arbitrary, Unstructured};
 use inflight::{
     BeginFlushError, Committable, Flush, FlushError, ResolveError, SendError, Ticket, Tracker,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
@@ -57,6 +70,9 @@ pub enum ThreadOp {
     Committable(bool),
     /// `drain`, zero timeout or a short park.
     Drain(bool),
+    /// `revoke` of a partition: the i-th (modulo their number) of every
+    /// thread's own partitions and the shared one.
+    Revoke(u8),
 }
 
 /// Offsets in `run_threaded` name their sender: `thread << 32 | seq`.
@@ -103,7 +119,28 @@ struct Shared<'a> {
     plain_calls: AtomicUsize,
     /// `committable_records`, summed over all calls.
     committable_records: AtomicU64,
+    /// Whether any thread's list holds a `Revoke`.
+    revoking: bool,
+    /// Per partition number: revokes of it begun so far.
+    revokes_begun: Vec<AtomicU64>,
+    /// Per partition number: revokes of it ended so far.
+    revokes_ended: Vec<AtomicU64>,
+    /// Per thread: for `(partition, seq)`, the revokes of its partition
+    /// ended before its send began, and those begun before its send
+    /// returned (`u64::MAX` until then).
+    spans: Vec<Mutex<Spans>>,
+    /// `released`, summed over all revokes.
+    released: AtomicUsize,
+    /// Every offset reported: by an `Ok` wait, `committable`, a revoke.
+    reported: Mutex<Vec<(u8, u64)>>,
+    /// Offsets whose `ack` returned `Ok`.
+    acked_ok: Mutex<HashSet<u64>>,
 }
+
+/// Per record `(partition, seq)` of one thread: the revokes of its
+/// partition ended before its send began, and those begun before it
+/// returned.
+type Spans = HashMap<(u8, u64), (u64, u64)>;
 
 /// What a flush's holder noted around `begin_flush`, to check its offsets.
 struct Sealed {
@@ -123,7 +160,9 @@ struct Outcome {
     /// seq, state.
     records: Vec<(u8, u64, State)>,
     sent: usize,
+    /// Resolutions that returned `Ok`.
     resolved: usize,
+    /// Fails that returned `Ok`.
     failed: usize,
     /// Last successful send per partition: its seq.
     last: HashMap<u8, u64>,
@@ -157,6 +196,38 @@ fn queue_numbers(records: impl Iterator<Item = (u64, State)>) -> (usize, usize, 
 }
 
 impl Shared<'_> {
+    /// Revokes of `partition` begun so far.
+    fn begun(&self, partition: u8) -> u64 {
+        self.revokes_begun[usize::from(partition)].load(Ordering::SeqCst)
+    }
+
+    /// Whether a revoke of `partition` that had not ended when the send of
+    /// `(partition, seq)` by `thread` began has begun by now: it may have
+    /// released that record, or ended its life.
+    fn may_be_revoked(&self, thread: usize, partition: u8, seq: u64) -> bool {
+        if !self.revoking {
+            return false;
+        }
+        let spans = self.spans[thread].lock().unwrap();
+        let (ended_before, _) = spans[&(partition, seq)];
+        drop(spans);
+        self.begun(partition) > ended_before
+    }
+
+    /// Whether records `early` and `late` (sent in this order by `thread`
+    /// to `partition`) may belong to two lives of it: a revoke of it that
+    /// had not ended when `early`'s send began had begun when `late`'s send
+    /// returned.
+    fn two_lives(&self, thread: usize, partition: u8, early: u64, late: u64) -> bool {
+        if !self.revoking {
+            return false;
+        }
+        let spans = self.spans[thread].lock().unwrap();
+        let (ended_before, _) = spans[&(partition, early)];
+        let (_, begun_after) = spans[&(partition, late)];
+        begun_after > ended_before
+    }
+
     /// Checks the offsets of an `Ok` wait of the flush noted in `sealed`.
     fn check_ok(&self, offsets: &Offsets, sealed: &Sealed) {
         // A send that completed before `begin_flush` began is covered by this
@@ -167,6 +238,10 @@ impl Shared<'_> {
         let committed = self.committed.lock().unwrap();
         for &(partition, seq) in &sealed.done_before {
             let thread = usize::from(partition / 2);
+            if self.may_be_revoked(thread, partition, seq) {
+                // Released, or of a life that ended: not reported.
+                continue;
+            }
             let seq_of = |o: Option<&u64>| o.map_or(0, |&o| o & 0xffff_ffff);
             let here = seq_of(offsets.get(&partition));
             let before = committed
@@ -207,11 +282,20 @@ impl Shared<'_> {
             "{what}: partition {partition} got thread {thread}'s offset"
         );
         let unacked = self.unacked[thread].lock().unwrap();
-        let early = unacked.range((partition, 0)..=(partition, seq)).next();
-        assert!(
-            early.is_none(),
-            "{what} returned {partition}:{seq} of thread {thread} while {early:?} is not acked"
-        );
+        let early: Vec<u64> = (unacked.range((partition, 0)..=(partition, seq)))
+            .map(|&(_, early)| early)
+            .collect();
+        drop(unacked);
+        for early in early {
+            // An earlier record of an ended life does not hold back a later
+            // life's; the record itself must have been acked.
+            assert!(
+                early != seq && self.two_lives(thread, partition, early, seq),
+                "{what} returned {partition}:{seq} of thread {thread} while \
+                 {partition}:{early} is not acked"
+            );
+        }
+        self.reported.lock().unwrap().push((partition, offset));
         (thread, seq)
     }
 
@@ -281,7 +365,9 @@ impl Shared<'_> {
             clock_after: 0,
         };
         let mut ready: Option<Offsets> = None;
-        let mut stale: Vec<u64> = Vec::new();
+        // Raw tickets of records resolved, and whether a revoke may have
+        // released the record (its answer was not `Ok`).
+        let mut stale: Vec<(u64, bool)> = Vec::new();
         let mut last_mark = HashMap::new();
         let mut out = Outcome {
             tickets: Vec::new(),
@@ -303,6 +389,10 @@ impl Shared<'_> {
                         (2 * thread + usize::from(second)) as u8
                     };
                     seq += 1;
+                    let ended_before =
+                        self.revokes_ended[usize::from(partition)].load(Ordering::SeqCst);
+                    (self.spans[thread].lock().unwrap())
+                        .insert((partition, seq), (ended_before, u64::MAX));
                     unacked.lock().unwrap().insert((partition, seq));
                     let start = self.clock.fetch_add(1, Ordering::SeqCst);
                     self.started[thread]
@@ -311,6 +401,10 @@ impl Shared<'_> {
                         .insert((partition, seq), start);
                     match tracker.send(partition, encode(thread, seq)) {
                         Ok(ticket) => {
+                            let begun_after = self.begun(partition);
+                            let mut spans = self.spans[thread].lock().unwrap();
+                            spans.get_mut(&(partition, seq)).expect("span").1 = begun_after;
+                            drop(spans);
                             if !shared {
                                 self.done[thread][usize::from(second)].store(seq, Ordering::SeqCst);
                             }
@@ -336,8 +430,7 @@ impl Shared<'_> {
                         continue;
                     }
                     let (ticket, id) = out.tickets.swap_remove(i as usize % out.tickets.len());
-                    let (partition, seq, _) = out.records[id];
-                    stale.push(peek_raw(&ticket));
+                    let raw = peek_raw(&ticket);
                     let fail = matches!(op, ThreadOp::Fail(_));
                     self.resolving(unacked, &mut out, id, fail);
                     let result = if fail {
@@ -345,7 +438,8 @@ impl Shared<'_> {
                     } else {
                         tracker.ack(ticket)
                     };
-                    assert_eq!(result, Ok(()), "{partition}:{seq}");
+                    let ok = self.resolved(thread, &mut out, id, fail, result);
+                    stale.push((raw, !ok));
                 }
                 ThreadOp::IntoRaw(i) => {
                     if !out.tickets.is_empty() {
@@ -364,17 +458,27 @@ impl Shared<'_> {
                     } else {
                         tracker.ack_raw(raw)
                     };
-                    assert_eq!(result, Ok(()));
-                    stale.push(raw);
+                    let ok = self.resolved(thread, &mut out, id, fail, result);
+                    stale.push((raw, !ok));
                 }
                 ThreadOp::Stale(i, fail) => {
-                    if let Some(&raw) = stale.get(i as usize % stale.len().max(1)) {
+                    if let Some(&(raw, released)) = stale.get(i as usize % stale.len().max(1)) {
                         let result = if fail {
                             tracker.fail_raw(raw)
                         } else {
                             tracker.ack_raw(raw)
                         };
-                        assert_eq!(result, Err(ResolveError::AlreadyResolved));
+                        if released {
+                            assert!(
+                                matches!(
+                                    result,
+                                    Err(ResolveError::Revoked | ResolveError::AlreadyResolved)
+                                ),
+                                "stale raw of a released record: {result:?}"
+                            );
+                        } else {
+                            assert_eq!(result, Err(ResolveError::AlreadyResolved));
+                        }
                     }
                 }
                 ThreadOp::Begin => {
@@ -405,7 +509,21 @@ impl Shared<'_> {
                         Ok(offsets) => {
                             self.check_ok(&offsets, &sealed);
                             if let Some(before) = &ready {
-                                assert_eq!(before, &offsets, "a second Ok wait differs");
+                                // The same offsets, less those of lives a
+                                // revoke ended meanwhile.
+                                for (partition, offset) in before {
+                                    if offsets.get(partition) != Some(offset) {
+                                        assert!(
+                                            !offsets.contains_key(partition)
+                                                && self.begun(*partition) > 0,
+                                            "a second Ok wait differs: {before:?}, {offsets:?}"
+                                        );
+                                    }
+                                }
+                                assert!(
+                                    offsets.keys().all(|p| before.contains_key(p)),
+                                    "a second Ok wait differs: {before:?}, {offsets:?}"
+                                );
                             }
                             ready = Some(offsets);
                         }
@@ -448,9 +566,9 @@ impl Shared<'_> {
                 }
                 ThreadOp::InFlight => {
                     // This thread's unresolved records are in flight
-                    // throughout the call.
-                    let mine = out.tickets.len() + out.raws.len();
+                    // throughout the call (unless a revoke released them).
                     let in_flight = tracker.in_flight();
+                    let mine = self.mine(thread, &out);
                     assert!(in_flight >= mine, "in_flight {in_flight}, {mine} of mine");
                 }
                 ThreadOp::Committable(stats) => {
@@ -467,8 +585,9 @@ impl Shared<'_> {
                 ThreadOp::Drain(park) => {
                     // This thread's unresolved records were sent before the
                     // call and stay unresolved throughout it.
-                    let mine = out.tickets.len() + out.raws.len();
-                    match tracker.drain(short(park)) {
+                    let drained = tracker.drain(short(park));
+                    let mine = self.mine(thread, &out);
+                    match drained {
                         Ok(()) => assert_eq!(mine, 0, "drain Ok, {mine} of mine unresolved"),
                         Err(FlushError::Timeout { pending }) => {
                             assert!(
@@ -480,6 +599,14 @@ impl Shared<'_> {
                         Err(error) => panic!("drain returned {error:?}"),
                     }
                 }
+                ThreadOp::Revoke(i) => {
+                    let own = 2 * self.unacked.len();
+                    let partition = match usize::from(i) % (own + 1) {
+                        pick if pick == own => SHARED,
+                        pick => pick as u8,
+                    };
+                    self.revoke(partition);
+                }
             }
         }
         if let Some(flush) = flush.take() {
@@ -487,6 +614,72 @@ impl Shared<'_> {
             drop(flush);
         }
         out
+    }
+
+    /// Revokes `partition` and checks what it returned.
+    fn revoke(&self, partition: u8) -> usize {
+        self.revokes_begun[usize::from(partition)].fetch_add(1, Ordering::SeqCst);
+        let revoked = self.tracker.revoke(&partition);
+        self.revokes_ended[usize::from(partition)].fetch_add(1, Ordering::SeqCst);
+        self.released.fetch_add(revoked.released, Ordering::SeqCst);
+        if let Some(offset) = revoked.committable {
+            assert!(self.watermarks, "Revoked::committable without watermarks");
+            self.check_acked("revoke", partition, offset);
+            self.marks.lock().unwrap().push((partition, offset));
+        }
+        revoked.released
+    }
+
+    /// This thread's unresolved records that no revoke may have released.
+    fn mine(&self, thread: usize, out: &Outcome) -> usize {
+        (out.tickets.iter().map(|&(_, id)| id))
+            .chain(out.raws.iter().map(|&(_, id)| id))
+            .filter(|&id| {
+                let (partition, seq, _) = out.records[id];
+                !self.may_be_revoked(thread, partition, seq)
+            })
+            .count()
+    }
+
+    /// Bookkeeping once resolving record `id` of `out` (see
+    /// [`resolving`](Self::resolving)) returned `result`: `Ok`, or
+    /// `Revoked` or `AlreadyResolved` if a revoke may have released it
+    /// (then it is `Released`, and not acked). Returns whether it was `Ok`.
+    fn resolved(
+        &self,
+        thread: usize,
+        out: &mut Outcome,
+        id: usize,
+        fail: bool,
+        result: Result<(), ResolveError>,
+    ) -> bool {
+        let (partition, seq, _) = out.records[id];
+        match result {
+            Ok(()) => {
+                if !fail {
+                    self.acked_ok.lock().unwrap().insert(encode(thread, seq));
+                }
+                true
+            }
+            Err(ResolveError::Revoked | ResolveError::AlreadyResolved)
+                if self.may_be_revoked(thread, partition, seq) =>
+            {
+                out.records[id].2 = State::Released;
+                out.resolved -= 1;
+                if fail {
+                    out.failed -= 1;
+                } else {
+                    // Not acked after all: it holds back what follows it in
+                    // its life.
+                    self.unacked[thread]
+                        .lock()
+                        .unwrap()
+                        .insert((partition, seq));
+                }
+                false
+            }
+            Err(error) => panic!("{partition}:{seq} of thread {thread}: {error:?}"),
+        }
     }
 
     /// Bookkeeping before record `id` of `out` is acked or failed.
@@ -559,6 +752,13 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
         marks: Mutex::default(),
         plain_calls: AtomicUsize::new(0),
         committable_records: AtomicU64::new(0),
+        revoking: (per_thread.iter().flatten()).any(|op| matches!(op, ThreadOp::Revoke(_))),
+        revokes_begun: (0..256).map(|_| AtomicU64::new(0)).collect(),
+        revokes_ended: (0..256).map(|_| AtomicU64::new(0)).collect(),
+        spans: per_thread.iter().map(|_| Mutex::default()).collect(),
+        released: AtomicUsize::new(0),
+        reported: Mutex::default(),
+        acked_ok: Mutex::default(),
     };
     let barrier = Barrier::new(per_thread.len());
     let mut outcomes: Vec<Outcome> = std::thread::scope(|s| {
@@ -581,12 +781,23 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
     // a watermark tracker also the resolved records behind an unresolved
     // one of their partition: exactly known for the threads' own
     // partitions; on the shared one, at least those behind an unresolved
-    // record of their own sender, at most all resolved ones too.
+    // record of their own sender, at most all resolved ones too. With
+    // revokes, at most sends - resolutions - records released so far (sends
+    // that raced a revoke may have released their own, counted later).
     let sent: usize = outcomes.iter().map(|o| o.sent).sum();
     let resolved: usize = outcomes.iter().map(|o| o.resolved).sum();
-    let failed: usize = outcomes.iter().map(|o| o.failed).sum();
     let in_flight = tracker.in_flight();
-    if watermarks {
+    let revoking = shared.revoking;
+    if revoking {
+        let released = shared.released.load(Ordering::SeqCst);
+        if !watermarks {
+            assert!(
+                in_flight <= sent - resolved - released,
+                "in_flight {in_flight} at quiescence: {sent} sent, {resolved} resolved, \
+                 {released} released"
+            );
+        }
+    } else if watermarks {
         let (mut at_least, mut at_most) = (0, 0);
         for (thread, outcome) in outcomes.iter().enumerate() {
             for partition in [2 * thread as u8, 2 * thread as u8 + 1] {
@@ -604,18 +815,21 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
     } else {
         assert_eq!(in_flight, sent - resolved, "in_flight at quiescence");
     }
-    if let Some(capacity) = capacity {
+    if let (Some(capacity), false) = (capacity, revoking) {
         assert!(sent - resolved <= capacity);
     }
+
     for (thread, outcome) in outcomes.iter_mut().enumerate() {
         let unacked = &shared.unacked[thread];
         for (ticket, id) in std::mem::take(&mut outcome.tickets) {
             shared.resolving(unacked, outcome, id, false);
-            assert_eq!(tracker.ack(ticket), Ok(()));
+            let result = tracker.ack(ticket);
+            shared.resolved(thread, outcome, id, false, result);
         }
         for (raw, id) in std::mem::take(&mut outcome.raws) {
             shared.resolving(unacked, outcome, id, false);
-            assert_eq!(tracker.ack_raw(raw), Ok(()));
+            let result = tracker.ack_raw(raw);
+            shared.resolved(thread, outcome, id, false, result);
         }
     }
     assert_eq!(tracker.in_flight(), 0);
@@ -629,9 +843,82 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
     }
     assert_eq!(drained, Ok(()), "drain at rest");
 
-    let last: Vec<HashMap<u8, u64>> = outcomes.into_iter().map(|o| o.last).collect();
+    let resolved: usize = outcomes.iter().map(|o| o.resolved).sum();
+    let failed: usize = outcomes.iter().map(|o| o.failed).sum();
+    let partitions: Vec<u8> = (0..2 * per_thread.len() as u8).chain([SHARED]).collect();
+    if revoking {
+        // A last revoke of every partition: nothing left to release but
+        // the records sends released themselves, racing a revoke; nothing
+        // to hand over (`check_watermarks_at_rest` took every advance).
+        for &partition in &partitions {
+            let before = shared.marks.lock().unwrap().len();
+            shared.revoke(partition);
+            assert_eq!(
+                shared.marks.lock().unwrap().len(),
+                before,
+                "a last revoke's committable"
+            );
+        }
+        let released = shared.released.load(Ordering::SeqCst);
+        assert_eq!(
+            resolved + released,
+            sent,
+            "{resolved} resolved + {released} released, {sent} sent"
+        );
+        assert_eq!(tracker.in_flight(), 0);
+        // Every life ended: the final flush has nothing to report or fail.
+        let mut flush = tracker.begin_flush().expect("no flush is alive any more");
+        let mut result = flush.wait(Duration::ZERO);
+        if result == Err(FlushError::Interrupted) {
+            flush.abort();
+            flush = tracker.begin_flush().expect("no flush is alive any more");
+            result = flush.wait(Duration::ZERO);
+        }
+        assert_eq!(
+            result,
+            Ok(Offsets::new()),
+            "the final flush after the last revokes"
+        );
+        assert_eq!(flush.commit(), Ok(()));
+    } else {
+        let committed = std::mem::take(&mut *shared.committed.lock().unwrap());
+        let last: Vec<HashMap<u8, u64>> = outcomes.into_iter().map(|o| o.last).collect();
+        final_flush(&tracker, committed, &last, failed);
+        for &partition in &partitions {
+            let before = shared.marks.lock().unwrap().len();
+            assert_eq!(
+                shared.revoke(partition),
+                0,
+                "a last revoke released something"
+            );
+            assert_eq!(
+                shared.marks.lock().unwrap().len(),
+                before,
+                "a last revoke's committable"
+            );
+        }
+        assert_eq!(resolved, sent);
+    }
+    // No offset reported whose record's resolution did not return Ok.
+    let acked_ok = shared.acked_ok.lock().unwrap();
+    for &(partition, offset) in shared.reported.lock().unwrap().iter() {
+        let (thread, seq) = decode(offset);
+        assert!(
+            acked_ok.contains(&offset),
+            "{partition}:{seq} of thread {thread} reported, never acked"
+        );
+    }
+}
 
-    // The final flush covers everything not committed.
+/// Without revokes: the final flush covers everything not committed. It
+/// returns `Failed { failed: all fails }`, or else, for each partition, its
+/// last offset exactly when no committed flush returned it.
+fn final_flush(
+    tracker: &Tracker<u8, u64>,
+    committed: Vec<Offsets>,
+    last: &[HashMap<u8, u64>],
+    failed: usize,
+) {
     let mut flush = tracker.begin_flush().expect("no flush is alive any more");
     let mut result = flush.wait(Duration::ZERO);
     if result == Err(FlushError::Interrupted) {
@@ -640,7 +927,6 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
         flush = tracker.begin_flush().expect("no flush is alive any more");
         result = flush.wait(Duration::ZERO);
     }
-    let committed = shared.committed.into_inner().unwrap();
     if failed > 0 {
         assert_eq!(result, Err(FlushError::Failed { failed }));
         return;
@@ -697,7 +983,9 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
 
 /// With every record resolved and every thread joined: the watermarks have
 /// passed everything, and all `committable` calls together returned each
-/// partition's acked prefix.
+/// partition's acked prefix. Of a partition ever revoked, only that no
+/// advance was returned twice (by `committable` calls and revokes), and that
+/// it is stopped only if a fail began there.
 fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
     let tracker = shared.tracker;
     let now = tracker.committable_with_stats();
@@ -708,6 +996,7 @@ fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
     }
     assert_eq!(now.uncommittable_records, 0, "{now:?}");
     assert_eq!(now.largest_backlog, None);
+    let revoked = |partition: u8| shared.begun(partition) > 0;
     let mut failed_on: BTreeSet<u8> = BTreeSet::new();
     for outcome in outcomes {
         for &(partition, _, state) in &outcome.records {
@@ -718,7 +1007,18 @@ fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
         }
     }
     let stopped: BTreeSet<u8> = now.stopped.iter().copied().collect();
-    assert_eq!(stopped, failed_on, "stopped partitions at rest");
+    assert!(
+        stopped.is_subset(&failed_on),
+        "stopped {stopped:?}, failed on {failed_on:?}"
+    );
+    let never_revoked = |set: &BTreeSet<u8>| -> BTreeSet<u8> {
+        set.iter().copied().filter(|&p| !revoked(p)).collect()
+    };
+    assert_eq!(
+        never_revoked(&stopped),
+        never_revoked(&failed_on),
+        "stopped partitions at rest"
+    );
 
     let marks = shared.marks.lock().unwrap();
     let distinct: BTreeSet<(u8, u64)> = marks.iter().copied().collect();
@@ -735,6 +1035,9 @@ fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
     let mut acked_prefixes = 0;
     for (thread, outcome) in outcomes.iter().enumerate() {
         for partition in [2 * thread as u8, 2 * thread as u8 + 1] {
+            if revoked(partition) {
+                continue;
+            }
             let (_, acked, last) = queue_numbers(outcome.of(partition));
             assert_eq!(
                 newest.get(&(partition, thread)).copied(),
@@ -751,7 +1054,7 @@ fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
     let shared_acked: u64 = (outcomes.iter())
         .map(|o| o.of(SHARED).filter(|r| r.1 == State::Acked).count() as u64)
         .sum();
-    if !failed_on.contains(&SHARED) && shared_sent > 0 {
+    if !failed_on.contains(&SHARED) && shared_sent > 0 && !revoked(SHARED) {
         assert!(
             (outcomes.iter().enumerate()).any(|(thread, outcome)| {
                 let last = outcome.of(SHARED).last().map(|r| r.0);
@@ -760,7 +1063,7 @@ fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
             "shared partition: no sender's last record is a watermark"
         );
     }
-    if shared.plain_calls.load(Ordering::SeqCst) == 0 {
+    if shared.plain_calls.load(Ordering::SeqCst) == 0 && !shared.revoking {
         let records = shared.committable_records.load(Ordering::SeqCst);
         if failed_on.contains(&SHARED) {
             assert!(
