@@ -173,7 +173,7 @@ where
         // Records whose own sends released them, having raced this revoke
         // (or an earlier one): counted here, once. AcqRel: as there.
         released += lifecycle.released_late.swap(0, Ordering::AcqRel) as usize;
-        let committable = self.take_ended(number as usize, ended, life);
+        let committable = self.take_ended(number as usize, life);
         self.wake(wakes, room);
         Revoked {
             released,
@@ -181,11 +181,12 @@ where
         }
     }
 
-    /// The ended life's last untaken mark, cloned, and the partition
-    /// settled (late marks of that life dropped from now on).
-    fn take_ended(&self, number: usize, ended: u32, life: u32) -> Option<O> {
+    /// The last untaken mark of an older life (the one this revoke ended,
+    /// or one an earlier revoke put back), cloned, and the partition
+    /// settled (late marks of ended lives dropped from now on).
+    fn take_ended(&self, number: usize, life: u32) -> Option<O> {
         let watermarks = self.watermarks.as_ref()?;
-        let mark = watermarks.take_ended(number, ended, &self.slots);
+        let mark = watermarks.take_ended(number, life, &self.slots);
         let offset = mark.map(|mark| {
             // If the `Clone` (user code) panics, the mark goes back, and the
             // partition stays unsettled: the advance is not lost.
@@ -199,7 +200,7 @@ where
             let index = Watermarks::mark_slot(mark);
             let offset = unsafe { self.slots.slot_of(index).value() }.clone();
             std::mem::forget(unwinding);
-            self.slots.release(index, crate::slab::MARKED);
+            watermarks.hand_over(number, mark, &self.slots);
             offset
         });
         watermarks.settle(number, life);

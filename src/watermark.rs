@@ -151,6 +151,15 @@ fn ahead_of(count: u32, before: u32) -> u32 {
 }
 
 impl Queue {
+    /// Lets go of a mark that will not be handed out by `committable`
+    /// (taken by a revoke, or of an ended life): reports its count, so
+    /// that no later call counts it, and drops its hold.
+    fn drop_mark<O>(&self, mark: u64, slots: &Slab<O>) {
+        let index = mark_index(mark);
+        self.report(slots.slot_of(index).covered());
+        slots.release(index, MARKED);
+    }
+
     /// Raises `reported` to a taken mark's count and returns by how much:
     /// each count is reported by exactly one caller, even when two take
     /// marks at once (a later mark may be taken first).
@@ -341,39 +350,59 @@ impl Watermarks {
         target.saturating_sub(queue.passed.load(Ordering::Relaxed))
     }
 
-    /// After a revoke ended life `old` of `partition`: takes the last
-    /// untaken mark of that life, if any is left (the caller then owns its
-    /// `MARKED` hold). A newer life's mark stays; older ones are dropped.
-    pub(crate) fn take_ended<O>(&self, partition: usize, old: u32, slots: &Slab<O>) -> Option<u64> {
+    /// After a revoke moved `partition` on to life `life`: takes the last
+    /// untaken mark of an older life, if any is left (the caller then owns
+    /// its `MARKED` hold, and calls [`hand_over`](Self::hand_over) once it
+    /// has cloned the offset). That is the ended life's last mark, or, in
+    /// `mark`, one that a revoke whose `Clone` panicked put back (no newer
+    /// life's mark came since, or it would have replaced it). A mark of the
+    /// new life stays; others are dropped, their counts reported.
+    pub(crate) fn take_ended<O>(
+        &self,
+        partition: usize,
+        life: u32,
+        slots: &Slab<O>,
+    ) -> Option<u64> {
         let queue = self.queues.get(partition)?;
         let mut found = None;
         // AcqRel, all three: as in `take`.
         let mark = queue.mark.swap(0, Ordering::AcqRel);
         if mark != 0 {
-            let life = mark_life(mark);
-            if life == old {
+            if newer(life, mark_life(mark)) {
                 found = Some(mark);
-            } else if newer(life, old)
-                && queue
-                    .mark
-                    .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
+            } else if queue
+                .mark
+                .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
             {
-                // A newer life's: back where it was (unless an even newer
-                // one was published meanwhile, which covers it).
-            } else {
-                slots.release(mark_index(mark), MARKED);
+                // A newer life's, and an even newer one was published
+                // meanwhile, which covers it.
+                queue.drop_mark(mark, slots);
             }
         }
         let ended = queue.ended_mark.swap(0, Ordering::AcqRel);
         if ended != 0 {
-            if found.is_none() && mark_life(ended) == old {
+            // Only the life just ended: an older one's was put aside when a
+            // newer life's mark replaced it, and that newer one may have
+            // been committed since (handing the older out would move a
+            // commit back).
+            if found.is_none() && mark_life(ended) == life.wrapping_sub(1) {
                 found = Some(ended);
             } else {
-                slots.release(mark_index(ended), MARKED);
+                queue.drop_mark(ended, slots);
             }
         }
         found
+    }
+
+    /// Ends a mark [`take_ended`](Self::take_ended) took and its caller
+    /// handed out: its count is reported (it was taken, as by
+    /// `committable`), and its hold dropped.
+    pub(crate) fn hand_over<O>(&self, partition: usize, mark: u64, slots: &Slab<O>) {
+        match self.queues.get(partition) {
+            Some(queue) => queue.drop_mark(mark, slots),
+            None => slots.release(mark_index(mark), MARKED),
+        }
     }
 
     /// Puts back a mark [`take_ended`](Self::take_ended) took, when the
@@ -455,7 +484,7 @@ impl Watermarks {
             if newer(settled, mark_life(mark)) {
                 // Of a life a completed revoke ended (published late by an
                 // advance that was running then): not ours to hand out.
-                slots.release(mark_index(mark), MARKED);
+                queue.drop_mark(mark, slots);
             } else {
                 taken.marks.push((partition, mark));
             }

@@ -1002,14 +1002,14 @@ fn model_revoke_panics() {
         ack(Which::Ticket(1)),      // 21: #4
         arm(Act::OffsetClone, 8),   // 22
         Op::Revoke(0),              // 23: Clone panics; #4's advance put back
-        Op::Revoke(0),              // 24: drops it
+        Op::Revoke(0),              // 24: hands it out
         send(0, 9),                 // 25: #5
         ack(Which::Ticket(1)),      // 26: #5
         stats.clone(),              // 27: {0: 9}
     ];
     let got = traced(None, true, &ops);
-    // #4's advance, dropped by the revoke at 24, is counted again at 27
-    // while the tracker deviates (`REVOKED_COUNTS_REPORTED_AGAIN`).
+    // #4's advance, handed out by the revoke at 24, is not counted again
+    // at 27 (unless the tracker deviates, `REVOKED_COUNTS_REPORTED_AGAIN`).
     let records = if harness::REVOKED_COUNTS_REPORTED_AGAIN {
         2
     } else {
@@ -1021,7 +1021,7 @@ fn model_revoke_panics() {
             (11, "committable = {0: 1}, 1 records, stopped []"),
             (12, "revoke(0) = (0, None)"),
             (19, "committable = {0: 6}, 2 records, stopped []"),
-            (24, "revoke(0) = (0, None)"),
+            (24, "revoke(0) = (0, Some(8))"),
             (
                 27,
                 &format!("committable = {{0: 9}}, {records} records, stopped []"),

@@ -215,6 +215,21 @@ fn the_last_untaken_advance_goes_to_the_revoke_once() {
     assert_eq!(tracker.in_flight(), 0);
 }
 
+/// The advance a revoke hands out is counted there: a later
+/// `committable_with_stats` does not count it again (found by fuzzing).
+#[test]
+fn an_advance_taken_by_a_revoke_is_not_counted_again() {
+    let tracker = Tracker::builder().watermarks().build();
+    let a = tracker.send("p", 1_u64).unwrap();
+    tracker.ack(a).unwrap();
+    assert_eq!(tracker.revoke("p").committable, Some(1));
+    let b = tracker.send("p", 2_u64).unwrap();
+    tracker.ack(b).unwrap();
+    let now = tracker.committable_with_stats();
+    assert_eq!(now.offsets, HashMap::from([("p", 2)]));
+    assert_eq!(now.committable_records, 1, "b only");
+}
+
 /// Records sent after the revoke start a new watermark, not behind the old
 /// life's unacked ones.
 #[test]
