@@ -14,12 +14,21 @@
 //! flush or `drain` waits for it.
 //!
 //! A send racing the revoke is released too, or belongs to the new life,
-//! never both, never neither: the revoke's scan of the slots makes a
-//! read-modify-write of each slot's state word, and the send's publish is a
-//! read-modify-write of the same word, after which the send reads the life
-//! again. If the scan came first, the send sees the new life and releases
-//! its own record; if the publish came first, the scan finds the record
-//! live and releases it.
+//! never both, never neither. Four accesses are `SeqCst`, so they fall in
+//! one total order: the revoke's bump of the life, then its scan's
+//! read-modify-writes (`used`, and a `touch` of each slot's state word);
+//! the send's publish of its slot's state word (or, for a never-used slot,
+//! its claim on the slot counter), then its re-load of the life. If the
+//! revoke's touch (or `used`) came first, the bump precedes the send's
+//! re-load, which sees the new life: the send releases its own record
+//! (counting it in the partition's `released_late`, which the revoke adds
+//! to its `released` after the scan, or the next revoke does if the send
+//! was slower). If the publish came first, the touch reads it and the scan
+//! releases the record. On x86 these cost nothing more than the orderings
+//! they replace (locked instructions already; a `SeqCst` load is a plain
+//! one). Loom treats `SeqCst` accesses as `AcqRel`, so its models of this
+//! race explore executions the memory model forbids; they are kept, but
+//! ignored (see `loom-tests`).
 //!
 //! Nothing of an ended life is reported afterwards: a flush skips offsets
 //! and failures of older lives (the carry and each generation keep the
@@ -142,10 +151,11 @@ where
         let Some(lifecycle) = self.partitions.lifecycle(number) else {
             return Revoked::default();
         };
-        // AcqRel: Release, carried to racing sends by the scan's touches
-        // (see the module docs) and to `is_current` readers; Acquire sees
-        // what an earlier revoke did.
-        let ended = lifecycle.life.fetch_add(1, Ordering::AcqRel);
+        // SeqCst: the bump, the scan's `used` and `touch`es, and a racing
+        // send's publish (or fresh-slot claim) and life re-load are in one
+        // total order (see the module docs). AcqRel besides: `is_current`
+        // readers, and what an earlier revoke did.
+        let ended = lifecycle.life.fetch_add(1, Ordering::SeqCst);
         let life = ended.wrapping_add(1);
         let (mut released, mut wakes, mut room) = (0, false, false);
         let number = number as u32;

@@ -144,8 +144,9 @@ where
         // found the record live and released it. Either way the record does
         // not outlive its life. A record we release is still sent (its
         // ticket answers `Revoked`), as it is when the scan does it.
-        // Acquire: as above.
-        if lifecycle.life.load(Ordering::Acquire) != life {
+        // SeqCst: one of the four accesses the revoke's argument orders (see
+        // `Tracker::revoke`); a plain load on x86.
+        if lifecycle.life.load(Ordering::SeqCst) != life {
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
         Ok(Ticket::new(self.id, index, tag))

@@ -429,10 +429,12 @@ impl<O> Slab<O> {
                 return None;
             }
             let end = (next + FRESH_CHUNK).min(MAX_SLOTS);
+            // SeqCst on success: in the single total order with a revoke's
+            // `used` (see there); a chunk is claimed once per 128 slots.
             match self.next_unused.compare_exchange_weak(
                 next,
                 end,
-                Ordering::Relaxed,
+                Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => break end,
@@ -591,12 +593,14 @@ impl<O> Slab<O> {
     #[inline]
     pub(crate) fn publish(&self, slot: &Slot<O>) {
         // Release: publishes the value and generation to whoever resolves
-        // the ticket (their Acquire CAS). Acquire: if a revoke's scan
-        // touched the slot first (`touch`), the sender then sees the new
-        // life it set before, and releases the record itself. An RMW, not a
-        // store, because a newer record of the partition may clear HELD
-        // concurrently, and for the revoke's ordering.
-        slot.state.fetch_or(LIVE, Ordering::AcqRel);
+        // the ticket (their Acquire CAS). SeqCst: one of the four accesses
+        // (with the send's re-load of its partition's life, and a revoke's
+        // bump of it and `touch` of this word) that the revoke's argument
+        // orders in the single total order (see `Tracker::revoke`); on x86
+        // the same locked instruction as AcqRel. An RMW, not a store,
+        // because a newer record of the partition may clear HELD
+        // concurrently.
+        slot.state.fetch_or(LIVE, Ordering::SeqCst);
     }
 
     /// Takes the value back out of a prepared, unpublished slot that is not
@@ -759,10 +763,13 @@ impl<O> Slab<O> {
     }
 
     /// The number of slots ever handed out: every record lives below it.
+    /// For a revoke's scan: a read-modify-write that changes nothing, in
+    /// the single total order with the fresh-slot claims of `alloc_fresh`
+    /// (a send whose claim comes later sees the revoke's new life).
     pub(crate) fn used(&self) -> usize {
-        // Acquire: a slot below it was allocated (its page exists) before
-        // the counter moved past it.
-        self.next_unused.load(Ordering::Acquire)
+        // SeqCst: see above; Acquire as well: a slot below it was allocated
+        // (its page exists) before the counter moved past it.
+        self.next_unused.fetch_add(0, Ordering::SeqCst)
     }
 
     /// Reads `index`'s state with a read-modify-write that changes nothing:
@@ -771,9 +778,9 @@ impl<O> Slab<O> {
     /// the same word, so one of the two sees the other).
     pub(crate) fn touch(&self, index: usize) -> Option<(&Slot<O>, u64)> {
         let slot = self.get(index)?;
-        // AcqRel: Release hands the revoker's new life to a send whose
-        // publish reads this write; Acquire sees a published record.
-        Some((slot, slot.state.fetch_or(0, Ordering::AcqRel)))
+        // SeqCst: in the single total order with the send's publish (see
+        // `publish`); Acquire as well: sees a published record.
+        Some((slot, slot.state.fetch_or(0, Ordering::SeqCst)))
     }
 
     /// Sets `WATCHED` on `index` if it still holds the unresolved record of

@@ -176,3 +176,25 @@ fn async_drain_and_blocking_wait_woken_by_one_ack() {
         assert_eq!(tracker.registered_waiters(), 0);
     });
 }
+
+/// A6. Waiting for room, awaited: on a tracker of capacity 1 with one
+/// record in flight, `send_async` races the ack of that record. The future
+/// registers its waker in the `room` list and flags `ROOM_WANTED`; the
+/// ack's return of its permit either sees the flag and wakes the task, or
+/// comes first and the flagging CAS sees the free permit. The send
+/// completes (a lost wake-up leaves `block_on` waiting for ever), and the
+/// bound holds.
+#[test]
+fn async_send_vs_ack_makes_room() {
+    run_model("async_send_vs_ack_makes_room", || {
+        let tracker: Arc<T> = Arc::new(Tracker::with_capacity(1));
+        let first = tracker.send("p", off(1)).unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack(first).unwrap());
+        let second = block_on(tracker.send_async("p", off(2))).expect("the ack made room");
+        acker.join().unwrap();
+        assert_eq!(tracker.in_flight(), 1);
+        tracker.ack(second).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
