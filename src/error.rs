@@ -195,3 +195,66 @@ impl fmt::Display for FlushError {
 }
 
 impl std::error::Error for FlushError {}
+
+/// Why [`Tracker::drain`](crate::Tracker::drain) (or `drain_async`) did not
+/// see everything resolved: all that can come from a drain, which commits
+/// nothing (so neither `Failed` nor `NotReady`, as a flush can).
+///
+/// ```
+/// use std::time::Duration;
+/// use inflight::{DrainError, Tracker};
+/// let tracker = Tracker::new();
+/// let ticket = tracker.send("p", 1_u64).unwrap();
+/// assert_eq!(tracker.drain(Duration::ZERO), Err(DrainError::Timeout { pending: 1 }));
+/// tracker.interrupt();
+/// assert_eq!(tracker.drain(Duration::from_secs(60)), Err(DrainError::Interrupted));
+/// # tracker.ack(ticket).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DrainError {
+    /// The deadline passed with `pending` records still in flight; call
+    /// again to keep waiting.
+    Timeout {
+        /// Records sent before the call and not yet resolved (on a
+        /// watermark tracker, not yet passed by their watermark).
+        pending: usize,
+    },
+    /// [`Tracker::interrupt`](crate::Tracker::interrupt) was called.
+    Interrupted,
+}
+
+impl DrainError {
+    /// The drain's result from that of the wait it shares with flushes,
+    /// whose other errors a drain never meets.
+    pub(crate) fn from_wait(error: FlushError) -> DrainError {
+        match error {
+            FlushError::Timeout { pending } => DrainError::Timeout { pending },
+            _ => DrainError::Interrupted,
+        }
+    }
+}
+
+impl fmt::Display for DrainError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DrainError::Timeout { pending } => {
+                write!(f, "drain timed out with {pending} records in flight")
+            }
+            DrainError::Interrupted => f.write_str("drain interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for DrainError {}
+
+impl From<DrainError> for FlushError {
+    /// The same meaning, as the error type shared with flushes and
+    /// `drain_partition`.
+    fn from(error: DrainError) -> FlushError {
+        match error {
+            DrainError::Timeout { pending } => FlushError::Timeout { pending },
+            DrainError::Interrupted => FlushError::Interrupted,
+        }
+    }
+}

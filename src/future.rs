@@ -34,7 +34,7 @@
 
 use crate::flush::FlushState;
 use crate::waiter::WakerRegistration;
-use crate::{Flush, FlushError, SendError, Ticket, Tracker};
+use crate::{DrainError, Flush, FlushError, SendError, Ticket, Tracker};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -288,9 +288,10 @@ where
     ///     assert_eq!(tracker.in_flight(), 0);
     /// }
     /// ```
-    pub fn drain_async(&self) -> impl Future<Output = Result<(), FlushError>> + Send + '_ {
+    pub fn drain_async(&self) -> impl Future<Output = Result<(), DrainError>> + Send + '_ {
         let upto = self.seal_open();
-        UntilDrained::new(self, move || Ok(self.pending_through(upto)))
+        let drained = UntilDrained::new(self, move || Ok(self.pending_through(upto)));
+        async move { drained.await.map_err(DrainError::from_wait) }
     }
 
     /// How many waiting calls (threads and tasks) are registered to be

@@ -153,7 +153,7 @@ mod tracker;
 mod waiter;
 mod watermark;
 
-pub use error::{BeginFlushError, FlushError, ResolveError, SendError};
+pub use error::{BeginFlushError, DrainError, FlushError, ResolveError, SendError};
 pub use flush::{Flush, OwnedFlush};
 pub use progress::{DecodeError, Progress, SeqOffset, NO_POSITION};
 pub use revoke::Revoked;

@@ -9,7 +9,7 @@
 use crate::generation::{Generation, SHARDS};
 use crate::sync::epoch::{self, Guard, Owned, Shared};
 use crate::sync::{Ordering, SPINS_BEFORE_PARK};
-use crate::{BeginFlushError, Flush, FlushError, OwnedFlush, Tracker};
+use crate::{BeginFlushError, DrainError, Flush, FlushError, OwnedFlush, Tracker};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -105,7 +105,7 @@ where
     /// time: while one is alive this returns [`BeginFlushError::InProgress`].
     ///
     /// ```
-    /// use inflight::{BeginFlushError, Tracker};
+    /// use inflight::{DrainError, BeginFlushError, Tracker};
     /// let tracker = Tracker::<u8, u8>::new();
     /// let flush = tracker.begin_flush().unwrap();
     /// assert_eq!(tracker.begin_flush().err(), Some(BeginFlushError::InProgress));
@@ -190,16 +190,16 @@ where
     /// report them. Does not commit anything and works beside a flush.
     ///
     /// - `Ok(())`: nothing sent before the call is in flight any more.
-    /// - [`FlushError::Timeout`]: some still were at the deadline (`pending`
+    /// - [`DrainError::Timeout`]: some still were at the deadline (`pending`
     ///   of them); call again to keep waiting.
-    /// - [`FlushError::Interrupted`]: [`interrupt`](Self::interrupt) was
+    /// - [`DrainError::Interrupted`]: [`interrupt`](Self::interrupt) was
     ///   called. An interrupt is delivered once, to one waiting call (a
     ///   `drain` or a flush's `wait`).
     ///
-    /// No other error comes from a drain (it commits nothing, so neither
-    /// `Failed` nor `NotReady`). The type is `FlushError`, shared with
-    /// [`drain_partition`](Self::drain_partition) and a flush's `wait`, so
-    /// that one error path serves every wait; match the rest with `_`.
+    /// Those are the only errors of a drain, which commits nothing:
+    /// [`DrainError`] has no `Failed` or `NotReady`. (It converts into a
+    /// [`FlushError`], the type [`drain_partition`](Self::drain_partition)
+    /// returns, so one error path can serve every wait.)
     ///
     /// Seals the open generation, like a flush does, so records sent from
     /// now on are not waited for. (On a tracker with watermarks, where a
@@ -214,20 +214,21 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use inflight::{FlushError, Tracker};
+    /// use inflight::{DrainError, Tracker};
     /// let tracker = Tracker::new();
     /// let ticket = tracker.send("p", 1_u64).unwrap();
     /// tracker.close();
-    /// assert_eq!(tracker.drain(Duration::ZERO), Err(FlushError::Timeout { pending: 1 }));
+    /// assert_eq!(tracker.drain(Duration::ZERO), Err(DrainError::Timeout { pending: 1 }));
     /// std::thread::scope(|s| {
     ///     s.spawn(|| tracker.ack(ticket).unwrap());
     ///     tracker.drain(Duration::from_secs(10)).unwrap();
     /// });
     /// assert_eq!(tracker.in_flight(), 0);
     /// ```
-    pub fn drain(&self, timeout: Duration) -> Result<(), FlushError> {
+    pub fn drain(&self, timeout: Duration) -> Result<(), DrainError> {
         let upto = self.seal_open();
         self.block_until_drained(timeout, || Ok(self.pending_through(upto)))
+            .map_err(DrainError::from_wait)
     }
 
     /// Seals the open generation (or helps whoever is sealing it) and
@@ -344,7 +345,7 @@ mod tests {
         tracker.close();
         for _ in 0..100 {
             let pending = tracker.drain(Duration::ZERO);
-            assert_eq!(pending, Err(crate::FlushError::Timeout { pending: 1 }));
+            assert_eq!(pending, Err(crate::DrainError::Timeout { pending: 1 }));
         }
         assert_eq!(generations(&tracker), 2, "the sealed one and the open one");
         tracker.ack(ticket).unwrap();

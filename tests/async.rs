@@ -8,7 +8,7 @@
 //! complete (a covered record that nobody acks), where how long it takes
 //! to fire does not matter.
 
-use inflight::{FlushError, Tracker};
+use inflight::{DrainError, FlushError, Tracker};
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
@@ -305,7 +305,7 @@ async fn an_interrupt_before_the_await_is_delivered_to_it() {
     let tracker = Tracker::new();
     let stuck = tracker.send("p", 1_u64).unwrap();
     tracker.interrupt();
-    assert_eq!(tracker.drain_async().await, Err(FlushError::Interrupted));
+    assert_eq!(tracker.drain_async().await, Err(DrainError::Interrupted));
     let mut flush = tracker.begin_flush().unwrap();
     assert!(tokio::time::timeout(CANCEL_AFTER, flush.wait_async())
         .await

@@ -17,7 +17,7 @@
 mod common;
 
 use common::Rng;
-use inflight::{FlushError, Tracker};
+use inflight::{DrainError, FlushError, Tracker};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -319,7 +319,7 @@ fn d1_drain_waits_for_records_sent_before_it() {
     tracker.close();
     assert_eq!(
         tracker.drain(Duration::ZERO),
-        Err(FlushError::Timeout { pending: 100 })
+        Err(DrainError::Timeout { pending: 100 })
     );
     thread::scope(|s| {
         s.spawn(|| {
@@ -342,7 +342,7 @@ fn d1_drain_does_not_wait_for_later_sends() {
     // A drain started now covers `pending`...
     assert_eq!(
         tracker.drain(Duration::ZERO),
-        Err(FlushError::Timeout { pending: 1 })
+        Err(DrainError::Timeout { pending: 1 })
     );
     tracker.fail(pending).unwrap();
     // ...and failed records count as resolved.
@@ -358,12 +358,12 @@ fn d2_interrupt_ends_a_drain_once() {
         // Whether it lands before the drain starts or while it waits, the
         // interrupt is kept until a wait consumes it.
         tracker.interrupt();
-        assert_eq!(waiting.join().unwrap(), Err(FlushError::Interrupted));
+        assert_eq!(waiting.join().unwrap(), Err(DrainError::Interrupted));
     });
     // The interrupt was consumed: the next drain times out instead.
     assert_eq!(
         tracker.drain(Duration::ZERO),
-        Err(FlushError::Timeout { pending: 1 })
+        Err(DrainError::Timeout { pending: 1 })
     );
     tracker.ack(ticket).unwrap();
 }

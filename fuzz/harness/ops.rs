@@ -332,6 +332,8 @@ impl<'t> Sim<'t> {
             Op::Committable { stats } => self.committable(*stats),
             Op::Drain => {
                 let real = user::no_user_code("drain", || self.tracker.drain(Duration::ZERO));
+                // The model speaks `FlushError`, which a `DrainError` converts to.
+                let real = real.map_err(inflight::FlushError::from);
                 assert_eq!(real, self.model.drain(), "drain");
                 self.note(|| format!("drain = {real:?}"));
             }

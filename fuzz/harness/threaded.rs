@@ -21,7 +21,8 @@
 use super::{build_tracker, peek_raw, pick_setup, Offsets, State};
 use arbitrary::{Arbitrary, Unstructured};
 use inflight::{
-    BeginFlushError, Committable, Flush, FlushError, ResolveError, SendError, Ticket, Tracker,
+    BeginFlushError, Committable, DrainError, Flush, FlushError, ResolveError, SendError, Ticket,
+    Tracker,
 };
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -589,13 +590,13 @@ impl Shared<'_> {
                     let mine = self.mine(thread, &out);
                     match drained {
                         Ok(()) => assert_eq!(mine, 0, "drain Ok, {mine} of mine unresolved"),
-                        Err(FlushError::Timeout { pending }) => {
+                        Err(DrainError::Timeout { pending }) => {
                             assert!(
                                 pending > 0 && pending >= mine,
                                 "pending {pending}, mine {mine}"
                             );
                         }
-                        Err(FlushError::Interrupted) => {}
+                        Err(DrainError::Interrupted) => {}
                         Err(error) => panic!("drain returned {error:?}"),
                     }
                 }
@@ -837,7 +838,7 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
 
     // Nothing in flight: a drain returns at once.
     let mut drained = tracker.drain(Duration::ZERO);
-    if drained == Err(FlushError::Interrupted) {
+    if drained == Err(DrainError::Interrupted) {
         // A leftover interrupt; it is delivered once.
         drained = tracker.drain(Duration::ZERO);
     }

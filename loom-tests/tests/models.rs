@@ -10,7 +10,7 @@
 //! Build with `--cfg loom --cfg crossbeam_loom` (see `../run`).
 #![cfg(loom)]
 
-use inflight::{FlushError, ResolveError, SendError, Tracker};
+use inflight::{DrainError, FlushError, ResolveError, SendError, Tracker};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
@@ -389,7 +389,7 @@ fn close_then_drain_vs_send_waits_for_an_accepted_record() {
                 Ok(ticket) => {
                     assert_eq!(
                         drained,
-                        Err(FlushError::Timeout { pending: 1 }),
+                        Err(DrainError::Timeout { pending: 1 }),
                         "drain after close passed an accepted, unacked record"
                     );
                     assert_eq!(tracker.in_flight(), 1);
@@ -400,7 +400,7 @@ fn close_then_drain_vs_send_waits_for_an_accepted_record() {
                     // The drain may have counted the record before the send
                     // backed out.
                     assert!(
-                        matches!(drained, Ok(()) | Err(FlushError::Timeout { pending: 1 })),
+                        matches!(drained, Ok(()) | Err(DrainError::Timeout { pending: 1 })),
                         "{drained:?}"
                     );
                     assert_eq!(tracker.in_flight(), 0);
@@ -536,7 +536,7 @@ fn seals_race_a_send_on_a_lagging_shard() {
             let b = t2.send("p", off(2)).unwrap();
             let drained = t2.drain(Duration::ZERO);
             assert!(
-                matches!(drained, Err(FlushError::Timeout { .. })),
+                matches!(drained, Err(DrainError::Timeout { .. })),
                 "{drained:?}"
             );
             b
