@@ -420,8 +420,7 @@ where
     /// [`Flush::commit`]: releases the carried offsets, after `wait`
     /// returned `Ok`; otherwise [`FlushError::NotReady`], and aborts.
     pub fn commit(mut self) -> Result<(), FlushError> {
-        let tracker = std::sync::Arc::clone(&self.tracker);
-        self.state.commit(&tracker)
+        self.state.commit(&self.tracker)
     }
 
     /// [`Flush::abort`]: gives up on this flush; dropping it does the same.

@@ -68,8 +68,10 @@ where
         // resolved: `Hash`, `Eq` and `Clone` of `P` here, while nothing is
         // taken; the `Drop` of an old offset in `alloc`, which puts its slot
         // back if that panics; and the `Drop` of `partition` below, where
-        // `Undo` backs the send out. Nothing after `publish` runs user code:
-        // a panic there would lose the ticket of a counted record.
+        // `Undo` backs the send out. Nothing after `publish` runs user code
+        // (a panic there would lose the ticket of a counted record), except
+        // the wakers woken when a revoke raced the send and the record
+        // released itself: it no longer counts, so a panic strands nothing.
         let Some((number, lifecycle)) = self.partitions.number(&partition) else {
             return Err(SendError::Full(partition, offset));
         };

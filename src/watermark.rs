@@ -405,11 +405,14 @@ impl Watermarks {
         }
     }
 
-    /// Puts back a mark [`take_ended`](Self::take_ended) took, when the
-    /// caller could not hand it out (a `Clone` panicked).
+    /// Puts back a mark a caller took (`take`, `take_ended`) and could not
+    /// hand out (user code panicked): as the partition's untaken mark again,
+    /// unless the advance published a newer one meanwhile, which covers it;
+    /// then its hold is dropped.
     pub(crate) fn put_back<O>(&self, partition: usize, mark: u64, slots: &Slab<O>) {
         let restored = self.queues.get(partition).is_some_and(|queue| {
-            // AcqRel: as in `Taken::drop`.
+            // AcqRel: Release hands the marked slot (and our hold) back to
+            // the next taker or advancer; Acquire is for symmetry.
             queue
                 .mark
                 .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
@@ -557,17 +560,7 @@ struct Taken<'a, O> {
 impl<O> Drop for Taken<'_, O> {
     fn drop(&mut self) {
         for &(partition, mark) in &self.marks {
-            let restored = self.watermarks.queues.get(partition).is_some_and(|queue| {
-                // AcqRel: Release hands the marked slot (and our hold) back
-                // to the next taker or advancer; Acquire is for symmetry.
-                queue
-                    .mark
-                    .compare_exchange(0, mark, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            });
-            if !restored {
-                self.slots.release(mark_index(mark), MARKED);
-            }
+            self.watermarks.put_back(partition, mark, self.slots);
         }
     }
 }
@@ -885,14 +878,7 @@ where
     /// without stopping sends and acks.
     #[must_use = "the advances are taken: no later call returns them"]
     pub fn committable_with_stats(&self) -> Committable<P, O> {
-        let mut result = Committable {
-            offsets: HashMap::new(),
-            committable_records: 0,
-            uncommittable_records: 0,
-            partitions_in_flight: 0,
-            largest_backlog: None,
-            stopped: Vec::new(),
-        };
+        let mut result = Committable::default();
         let Some(watermarks) = &self.watermarks else {
             return result;
         };
