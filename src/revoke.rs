@@ -14,21 +14,22 @@
 //! flush or `drain` waits for it.
 //!
 //! A send racing the revoke is released too, or belongs to the new life,
-//! never both, never neither. Four accesses are `SeqCst`, so they fall in
-//! one total order: the revoke's bump of the life, then its scan's
-//! read-modify-writes (`used`, and a `touch` of each slot's state word);
-//! the send's publish of its slot's state word (or, for a never-used slot,
-//! its claim on the slot counter), then its re-load of the life. If the
-//! revoke's touch (or `used`) came first, the bump precedes the send's
-//! re-load, which sees the new life: the send releases its own record
-//! (counting it in the partition's `released_late`, which the revoke adds
-//! to its `released` after the scan, or the next revoke does if the send
-//! was slower). If the publish came first, the touch reads it and the scan
-//! releases the record. On x86 these cost nothing more than the orderings
-//! they replace (locked instructions already; a `SeqCst` load is a plain
-//! one). Loom treats `SeqCst` accesses as `AcqRel`, so its models of this
-//! race explore executions the memory model forbids; they are kept, but
-//! ignored (see `loom-tests`).
+//! never both, never neither. The revoke bumps the life, then its scan
+//! reads each slot's state word with a read-modify-write (`touch`, after
+//! `used`, one on the slot counter); the send writes its slot's state word
+//! only with read-modify-writes (the prepare's swap, the publish), then
+//! re-loads the life. RMWs of one word are totally ordered, each reading
+//! the one before. If the revoke's touch (or `used`, against a never-used
+//! slot's claim) came first, the send's publish reads the release
+//! sequence it heads, so the send's re-load sees the bump: the send
+//! releases its own record (counting it in the partition's
+//! `released_late`, which the revoke adds to its `released` after the
+//! scan, or the next revoke does if the send was slower). If the publish
+//! came first, the touch reads it and the scan releases the record. No
+//! `SeqCst` is needed, so loom checks the argument as it is (models 25,
+//! 25b, and mutant `stale_life`). The one cost on the send path is the
+//! prepare's swap where a store would do otherwise: not measurable beside
+//! the send's other locked steps (IMPLEMENTATION.md).
 //!
 //! Nothing of an ended life is reported afterwards: a flush skips offsets
 //! and failures of older lives (the carry and each generation keep the
@@ -151,11 +152,10 @@ where
         let Some(lifecycle) = self.partitions.lifecycle(number) else {
             return Revoked::default();
         };
-        // SeqCst: the bump, the scan's `used` and `touch`es, and a racing
-        // send's publish (or fresh-slot claim) and life re-load are in one
-        // total order (see the module docs). AcqRel besides: `is_current`
-        // readers, and what an earlier revoke did.
-        let ended = lifecycle.life.fetch_add(1, Ordering::SeqCst);
+        // AcqRel: Release, so a send that reads the release sequence of our
+        // later `used` or `touch` sees the bump (see the module docs), as do
+        // `is_current` readers; Acquire: what an earlier revoke did.
+        let ended = lifecycle.life.fetch_add(1, Ordering::AcqRel);
         let life = ended.wrapping_add(1);
         let (mut released, mut wakes, mut room) = (0, false, false);
         let number = number as u32;

@@ -146,9 +146,15 @@ where
         // found the record live and released it. Either way the record does
         // not outlive its life. A record we release is still sent (its
         // ticket answers `Revoked`), as it is when the scan does it.
-        // SeqCst: one of the four accesses the revoke's argument orders (see
-        // `Tracker::revoke`); a plain load on x86.
-        if lifecycle.life.load(Ordering::SeqCst) != life {
+        // Acquire: what a revoke did before its bump (the bump itself is
+        // ordered before this by the publish, see `revoke.rs`).
+        // Mutant `stale_life` (loom suite only): the send trusts the life it
+        // read first, so a record sent across a revoke outlives its life.
+        #[cfg(inflight_mutant = "stale_life")]
+        let now = life;
+        #[cfg(not(inflight_mutant = "stale_life"))]
+        let now = lifecycle.life.load(Ordering::Acquire);
+        if now != life {
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
         Ok(Ticket::new(self.id, index, tag))

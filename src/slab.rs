@@ -363,8 +363,11 @@ impl<O> Slab<O> {
             return;
         }
         // Relaxed: private, as above. Cleared first: from here on the value
-        // is ours to drop, and nothing else will.
-        slot.state.store(state & !STALE, Ordering::Relaxed);
+        // is ours to drop, and nothing else will. An RMW, not a store: a
+        // revoke's `touch` may precede it, and the sequence it heads must
+        // reach this send's publish unbroken (see `publish`); only offsets
+        // that need dropping pay for it.
+        slot.state.fetch_and(!STALE, Ordering::Relaxed);
         // SAFETY: `STALE` says the value is initialised and was not dropped;
         // we own the slot, and the state no longer says `STALE`.
         let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });
@@ -429,12 +432,14 @@ impl<O> Slab<O> {
                 return None;
             }
             let end = (next + FRESH_CHUNK).min(MAX_SLOTS);
-            // SeqCst on success: in the single total order with a revoke's
-            // `used` (see there); a chunk is claimed once per 128 slots.
+            // AcqRel on success: if a revoke's `used` came first, this reads
+            // its release sequence, so the send that claims the chunk (and
+            // every later user of its slots) sees the revoke's new life
+            // (see `revoke.rs`); a chunk is claimed once per 128 slots.
             match self.next_unused.compare_exchange_weak(
                 next,
                 end,
-                Ordering::SeqCst,
+                Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => break end,
@@ -566,7 +571,11 @@ impl<O> Slab<O> {
         slot.next_queued.store(0, Ordering::Relaxed);
         // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
         let remembers = previous_state & REMEMBERS;
-        slot.state.store(
+        // A swap, not a store: a revoke's `touch` may precede it, and the
+        // release sequence it heads must reach this send's publish unbroken
+        // (a store would end it); on an L1-resident private line it costs
+        // nothing measurable beside the send's other locked steps.
+        slot.state.swap(
             (u64::from(next) << 32) | holds | FREE | remembers,
             Ordering::Relaxed,
         );
@@ -593,14 +602,13 @@ impl<O> Slab<O> {
     #[inline]
     pub(crate) fn publish(&self, slot: &Slot<O>) {
         // Release: publishes the value and generation to whoever resolves
-        // the ticket (their Acquire CAS). SeqCst: one of the four accesses
-        // (with the send's re-load of its partition's life, and a revoke's
-        // bump of it and `touch` of this word) that the revoke's argument
-        // orders in the single total order (see `Tracker::revoke`); on x86
-        // the same locked instruction as AcqRel. An RMW, not a store,
-        // because a newer record of the partition may clear HELD
-        // concurrently.
-        slot.state.fetch_or(LIVE, Ordering::SeqCst);
+        // the ticket (their Acquire CAS), and to a revoke's later `touch`.
+        // Acquire: if a revoke's `touch` of this word came first, this
+        // reads its release sequence (every write to the word since is an
+        // RMW), so the send's re-load of its life sees the revoke's bump
+        // (see `revoke.rs`). An RMW, not a store, for that and because a
+        // newer record of the partition may clear HELD concurrently.
+        slot.state.fetch_or(LIVE, Ordering::AcqRel);
     }
 
     /// Takes the value back out of a prepared, unpublished slot that is not
@@ -763,13 +771,14 @@ impl<O> Slab<O> {
     }
 
     /// The number of slots ever handed out: every record lives below it.
-    /// For a revoke's scan: a read-modify-write that changes nothing, in
-    /// the single total order with the fresh-slot claims of `alloc_fresh`
-    /// (a send whose claim comes later sees the revoke's new life).
+    /// For a revoke's scan: a read-modify-write that changes nothing, so
+    /// the fresh-slot claims of `alloc_fresh` fall before it (and are
+    /// scanned) or after it (and see the revoke's new life).
     pub(crate) fn used(&self) -> usize {
-        // SeqCst: see above; Acquire as well: a slot below it was allocated
-        // (its page exists) before the counter moved past it.
-        self.next_unused.fetch_add(0, Ordering::SeqCst)
+        // AcqRel: Release heads the sequence a later claim reads (see
+        // `alloc_fresh`); Acquire: a slot below it was allocated (its page
+        // exists) before the counter moved past it.
+        self.next_unused.fetch_add(0, Ordering::AcqRel)
     }
 
     /// Reads `index`'s state with a read-modify-write that changes nothing:
@@ -778,9 +787,9 @@ impl<O> Slab<O> {
     /// the same word, so one of the two sees the other).
     pub(crate) fn touch(&self, index: usize) -> Option<(&Slot<O>, u64)> {
         let slot = self.get(index)?;
-        // SeqCst: in the single total order with the send's publish (see
-        // `publish`); Acquire as well: sees a published record.
-        Some((slot, slot.state.fetch_or(0, Ordering::SeqCst)))
+        // AcqRel: Acquire sees a record published before; Release heads
+        // the sequence a later publish reads (see `publish`).
+        Some((slot, slot.state.fetch_or(0, Ordering::AcqRel)))
     }
 
     /// Sets `WATCHED` on `index` if it still holds the unresolved record of

@@ -839,7 +839,6 @@ fn revoke_vs_ack_of_the_same_record() {
 /// revoke counts it, and a flush reports its offset. Never both, never
 /// neither; nothing is in flight at the end.
 #[test]
-#[ignore = "the send/revoke race is ordered by four SeqCst accesses (src/revoke.rs), which loom 0.7 models as AcqRel: it explores executions the memory model forbids; run with `./run -- revoke_vs_send_to_the_same_partition --exact --ignored`"]
 fn revoke_vs_send_to_the_same_partition() {
     run_model("revoke_vs_send_to_the_same_partition", || {
         let tracker: Arc<T> = Arc::new(Tracker::new());
@@ -890,14 +889,11 @@ fn revoke_vs_send_to_the_same_partition() {
 /// record is released exactly once (its ack answers `Revoked`, and the
 /// two revokes count it once), or it belongs to the new life (delivered,
 /// counted by no revoke, reported by a flush); nothing is in flight at the
-/// end. (Loom 0.7 does not keep a read-modify-write atomic against a plain
-/// store racing it, tokio-rs/loom#254: a plain store to the state word on
-/// the send path may then slip between the read and the write of the
-/// scan's `touch`, an execution C++ forbids. So this model also needs those
-/// writes to be read-modify-writes, which is what keeps the touch's
-/// release sequence unbroken in C++ terms too.)
+/// end. (The send's writes to a reused slot's state word, the stale
+/// offset's clear and the prepare, are read-modify-writes: a store there
+/// would end the release sequence the scan's `touch` heads, and loom 0.7
+/// would also let it land inside the `touch`, tokio-rs/loom#254.)
 #[test]
-#[ignore = "the send/revoke race is ordered by four SeqCst accesses (src/revoke.rs), which loom 0.7 models as AcqRel: it explores executions the memory model forbids; run with `./run -- revoke_vs_send_reusing_a_freed_slot --exact --ignored`"]
 fn revoke_vs_send_reusing_a_freed_slot() {
     run_model("revoke_vs_send_reusing_a_freed_slot", || {
         let tracker: Arc<T> = Arc::new(Tracker::new());
