@@ -1,0 +1,432 @@
+//! A record's transitions of its slot's state word: prepare, publish,
+//! resolve, the holds' release and mark, and the reads a revoke, a drain
+//! or a report makes of a live record (see the parent module's state
+//! diagram).
+
+use super::*;
+
+impl<O> Slab<O> {
+    /// Moves `value` into a slot the caller owns (fresh from [`alloc`]), with
+    /// the next tag and the hold bits `holds`, and returns that tag. The slot
+    /// stays invisible to tickets until [`publish`](Self::publish).
+    #[inline]
+    pub(crate) fn prepare(
+        &self,
+        slot: &Slot<O>,
+        value: O,
+        partition: u32,
+        life: u32,
+        holds: u64,
+    ) -> u32 {
+        debug_assert_eq!(holds & !HOLDS, 0);
+        // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
+        // else reads or writes its value; a free slot holds no value.
+        slot.value.with_mut(|v| unsafe { (*v).write(value) });
+        // Relaxed: the slot is still private to this thread.
+        let previous_state = slot.state.load(Ordering::Relaxed);
+        let previous = tag(previous_state);
+        let next = match previous.wrapping_add(1) {
+            0 => 1,
+            t => t,
+        };
+        // Relaxed, all three: private until the Release publish (or a
+        // Release cell CAS or queue link that makes it reachable as held).
+        slot.link.store(partition, Ordering::Relaxed);
+        slot.life.store(life, Ordering::Relaxed);
+        slot.next_queued.store(0, Ordering::Relaxed);
+        // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
+        let remembers = previous_state & REMEMBERS;
+        // A swap, not a store: a revoke's `touch` may precede it, and the
+        // release sequence it heads must reach this send's publish unbroken
+        // (a store would end it); on an L1-resident private line it costs
+        // nothing measurable beside the send's other locked steps.
+        slot.state.swap(
+            (u64::from(next) << 32) | holds | FREE | remembers,
+            Ordering::Relaxed,
+        );
+        next
+    }
+
+    /// Records the generation a prepared slot entered.
+    #[inline]
+    pub(crate) fn set_generation(&self, slot: &Slot<O>, generation: *const ()) {
+        // Relaxed: published by the Release `publish` that follows.
+        slot.generation
+            .store(generation as *mut (), Ordering::Relaxed);
+    }
+
+    /// Drops holds a prepared slot took in advance that nothing will use (it
+    /// lost the race for its partition cell, or it is being taken back).
+    pub(crate) fn unhold_prepared(&self, slot: &Slot<O>, holds: u64) {
+        // Relaxed: nothing else reads these bits of an unpublished slot: a
+        // newer record may clear HELD, but only a hold it displaced.
+        slot.state.fetch_and(!holds, Ordering::Relaxed);
+    }
+
+    /// Makes a prepared slot resolvable by its ticket.
+    #[inline]
+    pub(crate) fn publish(&self, slot: &Slot<O>) {
+        // Release: publishes the value and generation to whoever resolves
+        // the ticket (their Acquire CAS), and to a revoke's later `touch`.
+        // Acquire: if a revoke's `touch` of this word came first, this
+        // reads its release sequence (every write to the word since is an
+        // RMW), so the send's re-load of its life sees the revoke's bump
+        // (see `revoke.rs`). An RMW, not a store, for that and because a
+        // newer record of the partition may clear HELD concurrently.
+        slot.state.fetch_or(LIVE, Ordering::AcqRel);
+    }
+
+    /// Takes the value back out of a prepared, unpublished slot that is not
+    /// held, and frees the slot (empty: nothing left to drop).
+    pub(crate) fn unprepare(&self, index: usize, slot: &Slot<O>) -> O {
+        // SAFETY: prepared by this thread and never published or held, so the
+        // value is initialised and private.
+        let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });
+        self.push_slot(index, slot);
+        value
+    }
+
+    /// Frees a prepared, unpublished slot that is not held, leaving its value
+    /// in it `STALE` for the slot's next user to drop: the back-out of a
+    /// send that is unwinding, which must run no user code.
+    pub(crate) fn abandon_prepared(&self, index: usize, slot: &Slot<O>) {
+        // Relaxed: the slot is private to this thread until the push.
+        slot.state.fetch_or(STALE, Ordering::Relaxed);
+        self.push_slot(index, slot);
+    }
+
+    /// Resolves the record in `index` if it is `LIVE` with `tag`.
+    ///
+    /// Returns the generation the record entered, its partition, and whether
+    /// the slot was freed (it was not held). A freed slot is not yet back on
+    /// a free list: the caller finishes with it, then calls
+    /// [`recycle_slot`](Self::recycle_slot). Its offset stays in it, `STALE`.
+    #[inline]
+    pub(crate) fn resolve(
+        &self,
+        index: usize,
+        ticket_tag: u32,
+        outcome: Outcome,
+    ) -> Result<Resolved<'_, O>, ResolveError> {
+        if ticket_tag == 0 {
+            return Err(ResolveError::Unknown); // no ticket ever has tag 0
+        }
+        let slot = self.get(index).ok_or(ResolveError::Unknown)?;
+        // Acquire: pairs with the sender's Release publish.
+        let mut current = slot.state.load(Ordering::Acquire);
+        loop {
+            let slot_tag = tag(current);
+            // Mutant `unchecked_tag` (loom suite only) compiles this check
+            // out: a stale raw ticket resolves whatever record owns the slot.
+            #[cfg(not(inflight_mutant = "unchecked_tag"))]
+            if slot_tag != ticket_tag {
+                // Relaxed: written before the CAS that set REMEMBERS, which
+                // our Acquire load of `state` read (or a later value).
+                if current & REMEMBERS != 0 && slot.covered.load(Ordering::Relaxed) == ticket_tag {
+                    return Err(ResolveError::Revoked);
+                }
+                return Err(classify_stale(slot_tag, ticket_tag, self.first_tag));
+            }
+            if status(current) != LIVE {
+                return Err(if current & REVOKED != 0 {
+                    ResolveError::Revoked
+                } else {
+                    ResolveError::AlreadyResolved
+                });
+            }
+            let held = current & HOLDS != 0;
+            // Relaxed, all three: ordered by the Acquire load of `state` that
+            // saw this record LIVE. Read before the CAS: once a held slot is
+            // resolved, its holder may free and reuse it at once. The CAS
+            // from LIVE(tag) proves the reads belong to this record.
+            let generation = slot.generation.load(Ordering::Relaxed);
+            let partition = slot.link.load(Ordering::Relaxed);
+            // Only failures (and revokes) need it.
+            let life = if outcome == Outcome::Ack {
+                0
+            } else {
+                slot.life.load(Ordering::Relaxed)
+            };
+            let next = match (held, outcome) {
+                // FREE, same tag; the offset stays until the slot's reuse.
+                (false, Outcome::Revoke) => (current & !STATUS) | STALE | REVOKED | REMEMBERS,
+                (false, _) => (current & !STATUS) | STALE,
+                (true, Outcome::Ack) => (current & !STATUS) | ACKED,
+                (true, Outcome::Fail) => (current & !STATUS) | FAILED,
+                // Passed, never marked, by a watermark (see `watermark`).
+                (true, Outcome::Revoke) => (current & !STATUS) | FAILED | REVOKED | REMEMBERS,
+            };
+            if outcome == Outcome::Revoke {
+                // Remembered for the ticket (see `REMEMBERS`), before the CAS
+                // that publishes it. An unresolved record is never marked,
+                // so `covered` is not in use; if the CAS loses (an ack came
+                // first), a stale ticket of this record may later answer
+                // `Revoked` rather than `AlreadyResolved`, both changing
+                // nothing. Relaxed: published by the Release CAS below.
+                slot.covered.store(ticket_tag, Ordering::Relaxed);
+            }
+            // AcqRel: Acquire sees the sender's value and generation; Release
+            // orders this resolution before whoever frees or reuses the slot.
+            match slot.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Ok(Resolved {
+                        slot,
+                        generation,
+                        partition,
+                        life,
+                        freed: !held,
+                        watched: current & WATCHED != 0,
+                    })
+                }
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Mutant `ack_after_revoke` (loom suite only): what `resolve` would
+    /// return for the record, without changing its state.
+    #[cfg(inflight_mutant = "ack_after_revoke")]
+    pub(crate) fn resolve_peek(&self, index: usize, ticket_tag: u32) -> Option<Resolved<'_, O>> {
+        let slot = self.get(index)?;
+        let current = slot.state.load(Ordering::Acquire);
+        (tag(current) == ticket_tag && status(current) == LIVE).then(|| Resolved {
+            slot,
+            generation: slot.generation.load(Ordering::Relaxed),
+            partition: slot.link.load(Ordering::Relaxed),
+            life: slot.life.load(Ordering::Relaxed),
+            freed: false,
+            watched: current & WATCHED != 0,
+        })
+    }
+
+    /// Puts a slot whose state this thread set to `FREE` (or that it took
+    /// and did not use) back on a free list. A freed record's offset stays
+    /// in it, `STALE`, until the slot's next [`alloc`](Self::alloc): no user
+    /// code runs here.
+    #[inline]
+    pub(crate) fn recycle_slot(&self, index: usize, slot: &Slot<O>) {
+        self.push_slot(index, slot);
+    }
+
+    /// [`recycle_slot`](Self::recycle_slot) for a slot whose freeing state
+    /// was `state`: a revoked record's slot goes to the quarantine.
+    #[inline]
+    fn recycle_freed(&self, index: usize, slot: &Slot<O>, state: u64) {
+        if state & REVOKED != 0 {
+            self.quarantine(index, slot);
+        } else {
+            self.push_slot(index, slot);
+        }
+    }
+
+    /// Frees the slot of a record a revoke released (see `quarantine`).
+    pub(crate) fn quarantine_slot(&self, index: usize, slot: &Slot<O>) {
+        self.quarantine(index, slot);
+    }
+
+    #[cold]
+    fn quarantine(&self, index: usize, slot: &Slot<O>) {
+        // Release (inside `push`): hands the slot to the next popper.
+        stack::push(&self.quarantine, index as u32 + 1, &slot.link);
+    }
+
+    /// The number of slots ever handed out: every record lives below it.
+    /// For a revoke's scan: a read-modify-write that changes nothing, so
+    /// the fresh-slot claims of `alloc_fresh` fall before it (and are
+    /// scanned) or after it (and see the revoke's new life).
+    pub(crate) fn used(&self) -> usize {
+        // AcqRel: Release heads the sequence a later claim reads (see
+        // `alloc_fresh`); Acquire: a slot below it was allocated (its page
+        // exists) before the counter moved past it.
+        self.next_unused.fetch_add(0, Ordering::AcqRel)
+    }
+
+    /// Reads `index`'s state with a read-modify-write that changes nothing:
+    /// for `Tracker::revoke`, whose scan must be ordered against a send
+    /// publishing the slot (the send's `publish` is a read-modify-write of
+    /// the same word, so one of the two sees the other).
+    pub(crate) fn touch(&self, index: usize) -> Option<(&Slot<O>, u64)> {
+        let slot = self.get(index)?;
+        // AcqRel: Acquire sees a record published before; Release heads
+        // the sequence a later publish reads (see `publish`).
+        Some((slot, slot.state.fetch_or(0, Ordering::AcqRel)))
+    }
+
+    /// Sets `WATCHED` on `index` if it still holds the unresolved record of
+    /// `state`; true if it does (its resolution will then wake waiters).
+    pub(crate) fn watch(&self, index: usize, state: u64) -> bool {
+        let slot = self.slot(index);
+        let mut current = state;
+        loop {
+            if tag(current) != tag(state) || status(current) != LIVE {
+                return false;
+            }
+            if current & WATCHED != 0 {
+                return true;
+            }
+            // AcqRel: the resolution's CAS reads this write, and so sees the
+            // flag; Acquire is for symmetry.
+            match slot.state.compare_exchange_weak(
+                current,
+                current | WATCHED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Whether `index` still holds the unresolved record of `state`.
+    pub(crate) fn still_live(&self, index: usize, state: u64) -> bool {
+        // Acquire: a resolution seen here happened before.
+        let current = self.slot(index).state.load(Ordering::Acquire);
+        tag(current) == tag(state) && status(current) == LIVE
+    }
+
+    /// Drops the hold `hold` (one of the hold bits) on `index`. If the
+    /// record was already resolved and that was its last hold, the slot is
+    /// freed and recycled (its offset is dropped at its reuse, not here, so
+    /// this runs no user code).
+    pub(crate) fn release(&self, index: usize, hold: u64) {
+        let slot = self.slot(index);
+        // Acquire: pairs with the Release CAS of the resolution (or publish).
+        let mut current = slot.state.load(Ordering::Acquire);
+        loop {
+            debug_assert!(current & hold != 0, "release of a hold that is not there");
+            let rest = current & !hold;
+            let frees = matches!(status(current), ACKED | FAILED) && rest & HOLDS == 0;
+            let next = if frees {
+                // FREE, same tag; the offset stays until the slot's reuse.
+                (rest & !STATUS) | STALE
+            } else {
+                rest
+            };
+            // AcqRel: Acquire takes ownership from the resolver if we free;
+            // Release orders our earlier reads of the value before reuse.
+            match slot.state.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if frees {
+                        self.recycle_freed(index, slot, next);
+                    }
+                    return;
+                }
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// Adds the `MARKED` hold to a slot the caller knows is held (so it
+    /// cannot be freed meanwhile), with the count `covered` it reports.
+    pub(crate) fn mark(&self, index: usize, covered: u32) {
+        let slot = self.slot(index);
+        // Relaxed, all: the caller's own hold keeps the slot; whoever later
+        // takes the mark is ordered by the Release swap that publishes it.
+        // `covered` stops remembering a revoked tag (cleared after the
+        // store: a stale ticket compared against the count for a moment
+        // would only be told `Revoked` instead of `AlreadyResolved`).
+        slot.covered.store(covered, Ordering::Relaxed);
+        let previous = slot.state.fetch_or(MARKED, Ordering::Relaxed);
+        if previous & REMEMBERS != 0 {
+            slot.state.fetch_and(!REMEMBERS, Ordering::Relaxed);
+        }
+        debug_assert!(previous & (HELD | QUEUED) != 0 && previous & MARKED == 0);
+    }
+
+    /// Calls `f(index, state, partition, generation)` for every slot that
+    /// holds an unresolved record (a moment's snapshot: the record may be
+    /// resolved, and the slot reused, as `f` looks; `state` is what was
+    /// read, for [`inspect`](Self::inspect)).
+    pub(crate) fn for_each_live(&self, mut f: impl FnMut(usize, u64, u32, *const ())) {
+        // Relaxed: only bounds the scan; pages below it exist.
+        let used = self.next_unused.load(Ordering::Relaxed);
+        for index in 0..used {
+            let Some(slot) = self.get(index) else { break };
+            // Acquire: pairs with the sender's Release publish, so the
+            // partition and generation read next are this record's, unless
+            // the slot moves on meanwhile (`inspect` then fails).
+            let state = slot.state.load(Ordering::Acquire);
+            if status(state) == LIVE {
+                // Relaxed, both: ordered by the Acquire above.
+                let partition = slot.link.load(Ordering::Relaxed);
+                let generation = slot.generation.load(Ordering::Relaxed);
+                f(index, state, partition, generation);
+            }
+        }
+    }
+
+    /// Takes the `INSPECTED` hold on `index` if it still holds the
+    /// unresolved record of `state` (same tag, still `LIVE`) and nobody
+    /// else inspects it: the record's offset then stays put until
+    /// [`release`](Self::release) of that hold.
+    pub(crate) fn inspect(&self, index: usize, state: u64) -> bool {
+        let slot = self.slot(index);
+        let mut current = state;
+        loop {
+            if tag(current) != tag(state) || status(current) != LIVE || current & INSPECTED != 0 {
+                return false;
+            }
+            // AcqRel: Acquire, as in `resolve`; Release, since a resolver's
+            // Acquire may read this write.
+            match slot.state.compare_exchange_weak(
+                current,
+                current | INSPECTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+
+    /// The status of a slot, for tests and debugging.
+    #[cfg(test)]
+    pub(crate) fn status_of(&self, index: usize) -> Option<(u32, u64, bool)> {
+        let state = self.get(index)?.state.load(Ordering::Acquire);
+        Some((tag(state), status(state), state & HELD != 0))
+    }
+}
+
+/// What a successful resolution found.
+pub(crate) struct Resolved<'a, O> {
+    /// The record's slot.
+    pub(crate) slot: &'a Slot<O>,
+    /// The generation the record entered (opaque to the slab).
+    pub(crate) generation: *const (),
+    /// The record's partition number.
+    pub(crate) partition: u32,
+    /// The life of its partition it was sent in (0 for an ack, which does
+    /// not need it).
+    pub(crate) life: u32,
+    /// The slot was not held and is now free: the caller recycles it.
+    pub(crate) freed: bool,
+    /// A `drain_partition` waits for the record: wake waiters.
+    pub(crate) watched: bool,
+}
+
+/// Why a ticket's tag does not match its slot: the slot issued that tag
+/// and has moved on since (`AlreadyResolved`), or it never issued it
+/// (`Unknown`). A slot issues the tags after `first_tag`, one per use, up
+/// to its current tag; after 2^32 uses the answer is best effort (the ABA
+/// bound of the tag width).
+pub(super) fn classify_stale(slot_tag: u32, ticket_tag: u32, first_tag: u32) -> ResolveError {
+    let issued = slot_tag.wrapping_sub(first_tag);
+    let age = ticket_tag.wrapping_sub(first_tag);
+    if ticket_tag != 0 && age != 0 && age <= issued {
+        ResolveError::AlreadyResolved
+    } else {
+        ResolveError::Unknown
+    }
+}
