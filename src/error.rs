@@ -24,6 +24,12 @@ pub enum SendError<P, O> {
     /// [`Tracker::close`](crate::Tracker::close) was called; no record is
     /// accepted any more.
     Closed(P, O),
+    /// On a progress tracker (see
+    /// [`Builder::progress`](crate::Builder::progress)), the offset is not
+    /// above every offset sent before it in the partition's current life
+    /// (or it is no position at all, as a negative `i64`). Sending it would
+    /// make the offsets skipped before it count as done.
+    OutOfOrder(P, O),
 }
 
 impl<P, O> SendError<P, O> {
@@ -37,7 +43,7 @@ impl<P, O> SendError<P, O> {
     /// ```
     pub fn into_inner(self) -> (P, O) {
         match self {
-            SendError::Full(p, o) | SendError::Closed(p, o) => (p, o),
+            SendError::Full(p, o) | SendError::Closed(p, o) | SendError::OutOfOrder(p, o) => (p, o),
         }
     }
 }
@@ -47,6 +53,7 @@ impl<P, O> fmt::Debug for SendError<P, O> {
         match self {
             SendError::Full(..) => f.write_str("Full(..)"),
             SendError::Closed(..) => f.write_str("Closed(..)"),
+            SendError::OutOfOrder(..) => f.write_str("OutOfOrder(..)"),
         }
     }
 }
@@ -58,6 +65,9 @@ impl<P, O> fmt::Display for SendError<P, O> {
                 f.write_str("the tracker is at capacity; the record was not sent")
             }
             SendError::Closed(..) => f.write_str("the tracker is closed; the record was not sent"),
+            SendError::OutOfOrder(..) => f.write_str(
+                "the offset is not above every earlier one of its partition; the record was not sent",
+            ),
         }
     }
 }

@@ -80,30 +80,6 @@ where
         self.resolve(raw, Outcome::Fail)
     }
 
-    /// Advances the watermark of partition `partition` (a watermark
-    /// tracker's), or leaves that to the thread already advancing it, and
-    /// returns whether waiters must be woken.
-    pub(crate) fn advance_watermark(&self, partition: u32) -> bool {
-        let Some(watermarks) = &self.watermarks else {
-            return false;
-        };
-        watermarks.advance(
-            &self.slots,
-            partition as usize,
-            |entered, n, failed, life| {
-                let (generation, shard) = entered_from(entered);
-                // SAFETY: the advance passes records it has not yet counted
-                // out of their generation, which therefore cannot have been
-                // folded.
-                let generation = unsafe { &*generation };
-                generation.add_failed(partition, life, failed);
-                // A failure wakes waiters too: a flush that covers it fails
-                // at once (guarantee 15).
-                self.shards.leave_many(shard, generation, n) || failed != 0
-            },
-        )
-    }
-
     fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {
         let ticket = RawTicket::decode(raw);
         if ticket.tracker != self.id {
@@ -150,5 +126,41 @@ where
         };
         self.wake(drained || failed || resolved.watched, room);
         Ok(())
+    }
+}
+
+impl<P, O> Tracker<P, O> {
+    /// Advances the watermark of partition `partition` (a watermark
+    /// tracker's), or leaves that to the thread already advancing it, and
+    /// returns whether waiters must be woken.
+    pub(crate) fn advance_watermark(&self, partition: u32) -> bool {
+        let Some(watermarks) = &self.watermarks else {
+            return false;
+        };
+        watermarks.advance(
+            &self.slots,
+            partition as usize,
+            |entered, n, failed, life| {
+                let (generation, shard) = entered_from(entered);
+                // SAFETY: the advance passes records it has not yet counted
+                // out of their generation, which therefore cannot have been
+                // folded.
+                let generation = unsafe { &*generation };
+                generation.add_failed(partition, life, failed);
+                // A failure wakes waiters too: a flush that covers it fails
+                // at once (guarantee 15).
+                self.shards.leave_many(shard, generation, n) || failed != 0
+            },
+        )
+    }
+
+    /// Fails the record `index` with `tag` on a watermark tracker, for a
+    /// caller that is unwinding: no waker's panic escapes.
+    pub(crate) fn fail_quietly(&self, index: usize, tag: u32) {
+        if let Ok(resolved) = self.slots.resolve(index, tag, Outcome::Fail) {
+            let room = self.return_permit();
+            let drained = self.advance_watermark(resolved.partition);
+            self.wake_quietly(drained || resolved.watched, room);
+        }
     }
 }

@@ -7,10 +7,13 @@
 //! panics" in [`crate::implementation`].
 
 use crate::generation::{entered_at, Entry, Generation, SHARDS};
+use crate::partition::Lifecycle;
+use crate::progress::NO_POSITION;
 use crate::slab::{Slot, HELD, QUEUED};
 use crate::sync::epoch;
 use crate::sync::{thread_index, Ordering};
 use crate::ticket::Ticket;
+use crate::watermark::Refusal;
 use crate::{SendError, Tracker};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -64,6 +67,15 @@ where
         if self.closed.load(Ordering::Relaxed) {
             return Err(SendError::Closed(partition, offset));
         }
+        // On a progress tracker, the offset's position: user code (its
+        // `Clone` and `SeqOffset::seq`), run while nothing is taken.
+        let seq = match self.progress {
+            Some(config) => match (config.seq_of)(&offset) {
+                NO_POSITION => return Err(SendError::OutOfOrder(partition, offset)),
+                seq => Some(seq),
+            },
+            None => None,
+        };
         // User code runs at three points, each before the record can be
         // resolved: `Hash`, `Eq` and `Clone` of `P` here, while nothing is
         // taken; the `Drop` of an old offset in `alloc`, which puts its slot
@@ -125,6 +137,9 @@ where
             let offset = undo.take_back();
             return Err(SendError::Closed(partition, offset));
         }
+        if let Some(seq) = seq {
+            return self.send_in_order(partition, number, lifecycle, undo, (tag, seq, life));
+        }
         drop(partition); // user code: `undo` backs out if it panics
         std::mem::forget(undo);
 
@@ -157,6 +172,66 @@ where
         if now != life {
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
+        Ok(Ticket::new(self.id, index, tag))
+    }
+
+    /// The end of a send on a progress tracker: the record is linked with
+    /// its partition's order and budget checked (see `watermark::order`),
+    /// which may still refuse it; only then is it installed and published.
+    /// The partition key's `Drop` (user code) runs last, once the record is
+    /// published: if it panics, the record is failed (so nothing waits for
+    /// a ticket no one holds, and its offset is redone).
+    #[cold]
+    fn send_in_order(
+        &self,
+        partition: P,
+        number: usize,
+        lifecycle: &Lifecycle,
+        undo: Undo<'_, P, O>,
+        (tag, seq, life): (u32, u64, u32),
+    ) -> Result<Ticket, SendError<P, O>> {
+        let (index, slot) = (undo.index, undo.slot);
+        let Some((shard, generation)) = undo.entered else {
+            unreachable!("a send enters its generation before it links");
+        };
+        let (Some(watermarks), Some(config)) = (&self.watermarks, self.progress) else {
+            unreachable!("a progress tracker keeps watermarks");
+        };
+        watermarks.set_seq(index, seq);
+        // Before linking: the advance reads it once the record is resolved.
+        self.slots
+            .set_generation(slot, entered_at(generation, shard));
+        // `number` < MAX_PARTITIONS < 2^32.
+        let linked = watermarks.link_checked(
+            &self.slots,
+            number,
+            index,
+            (tag, seq, life),
+            config.max_metadata_bytes,
+        );
+        if let Err(refusal) = linked {
+            let offset = undo.take_back();
+            return Err(match refusal {
+                Refusal::OutOfOrder => SendError::OutOfOrder(partition, offset),
+                Refusal::OverBudget | Refusal::Unlinked => SendError::Full(partition, offset),
+            });
+        }
+        std::mem::forget(undo);
+        if let Some(displaced) = generation.install(number, index) {
+            self.slots.release(displaced, HELD);
+        }
+        self.slots.publish(slot);
+        // Acquire: as in `send_noting`.
+        if lifecycle.life.load(Ordering::Acquire) != life {
+            self.release_revoked_send(index, number as u32, tag, lifecycle);
+        }
+        let unwinding = FailOnUnwind {
+            tracker: self,
+            index,
+            tag,
+        };
+        drop(partition); // user code
+        std::mem::forget(unwinding);
         Ok(Ticket::new(self.id, index, tag))
     }
 
@@ -321,6 +396,20 @@ impl<P, O> Undo<'_, P, O> {
         let offset = this.tracker.slots.unprepare(this.index, this.slot);
         this.tracker.wake(drained, room); // user code, last
         offset
+    }
+}
+
+/// Fails a published record of a progress tracker if the partition key's
+/// `Drop` panics before its ticket is returned (see `send_in_order`).
+struct FailOnUnwind<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    index: usize,
+    tag: u32,
+}
+
+impl<P, O> Drop for FailOnUnwind<'_, P, O> {
+    fn drop(&mut self) {
+        self.tracker.fail_quietly(self.index, self.tag);
     }
 }
 

@@ -12,6 +12,7 @@
 use crate::flush::Carry;
 use crate::generation::{Generation, Shards};
 use crate::partition::Partitions;
+use crate::progress::ProgressConfig;
 use crate::slab::Slab;
 use crate::sync::epoch::{self, Atomic, Guard, Owned};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
@@ -91,6 +92,8 @@ pub struct Tracker<P, O> {
     pub(crate) room: Waiter,
     /// Per-partition watermark queues, on a tracker built with them.
     pub(crate) watermarks: Option<Watermarks>,
+    /// Set by `Builder::progress`.
+    pub(crate) progress: Option<ProgressConfig<O>>,
 }
 
 // SAFETY: the tracker shares `P` (partition index snapshots) and `O` (slot
@@ -118,7 +121,7 @@ where
     /// assert_eq!(tracker.in_flight(), 0);
     /// ```
     pub fn new() -> Self {
-        Self::build(None, false)
+        Self::build(None, false, None)
     }
 
     /// A tracker that holds at most `max_in_flight` unresolved records: a
@@ -135,7 +138,7 @@ where
     /// let _c = tracker.send(0_u8, 3_u32).unwrap();
     /// ```
     pub fn with_capacity(max_in_flight: usize) -> Self {
-        Self::build(Some(max_in_flight.min(MAX_SLOTS)), false)
+        Self::build(Some(max_in_flight.min(MAX_SLOTS)), false, None)
     }
 
     /// A [`Builder`] for a tracker with options: a capacity, and
@@ -151,11 +154,16 @@ where
         Builder {
             capacity: None,
             watermarks: false,
+            progress: None,
             _types: PhantomData,
         }
     }
 
-    pub(crate) fn build(capacity: Option<usize>, watermarks: bool) -> Self {
+    pub(crate) fn build(
+        capacity: Option<usize>,
+        watermarks: bool,
+        progress: Option<ProgressConfig<O>>,
+    ) -> Self {
         // SAFETY: the generation is not shared with anyone yet.
         let first = Owned::new(Generation::new(0, std::ptr::null()))
             .into_shared(unsafe { epoch::unprotected() });
@@ -175,7 +183,8 @@ where
             closed: AtomicBool::new(false),
             waiter: Waiter::new(),
             room: Waiter::new(),
-            watermarks: watermarks.then(Watermarks::new),
+            watermarks: watermarks.then(|| Watermarks::new(progress.is_some())),
+            progress,
         }
     }
 
@@ -457,7 +466,8 @@ impl<P, O> Tracker<P, O> {
 #[must_use = "a builder does nothing until `build`"]
 pub struct Builder<P, O> {
     capacity: Option<usize>,
-    watermarks: bool,
+    pub(crate) watermarks: bool,
+    pub(crate) progress: Option<ProgressConfig<O>>,
     _types: PhantomData<fn() -> (P, O)>,
 }
 
@@ -492,7 +502,7 @@ where
 
     /// The tracker.
     pub fn build(self) -> Tracker<P, O> {
-        Tracker::build(self.capacity, self.watermarks)
+        Tracker::build(self.capacity, self.watermarks, self.progress)
     }
 }
 
@@ -501,6 +511,10 @@ impl<P, O> fmt::Debug for Builder<P, O> {
         f.debug_struct("Builder")
             .field("capacity", &self.capacity)
             .field("watermarks", &self.watermarks)
+            .field(
+                "progress",
+                &self.progress.map(|config| config.max_metadata_bytes),
+            )
             .finish()
     }
 }

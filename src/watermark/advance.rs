@@ -9,6 +9,7 @@ use super::*;
 pub(super) fn advance_once<O>(
     queue: &Queue,
     slots: &Slab<O>,
+    seqs: Option<&order::Seqs>,
     leave: &impl Fn(*const (), u64, u64, u32) -> bool,
     wakes: &mut bool,
 ) {
@@ -95,14 +96,29 @@ pub(super) fn advance_once<O>(
             // A failure (or a record the revoke released) ends this life's
             // contiguous acked prefix.
             stopped = STOPPED | u64::from(newest);
-            // Relaxed: a statistic; the advancer re-reads its own writes.
-            queue.stopped.store(stopped, Ordering::Relaxed);
+            if let Some(seqs) = seqs {
+                // Relaxed: published by the Release store of `stopped`.
+                let seq = order::seq_of(seqs, index_of(next));
+                queue.stop_seq.store(seq, Ordering::Relaxed);
+            }
+            // Release: a progress walk that reads it sees `stop_seq`; for
+            // the statistics, and the advancer re-reads its own writes.
+            queue.stopped.store(stopped, Ordering::Release);
             if candidate != 0 {
                 // `head` is the last good watermark: publish it before the
                 // step below drops its queue hold.
                 publish(queue, slots, candidate, &mut marked, newest);
                 candidate = 0;
             }
+        }
+        if seqs.is_some() {
+            // Release: the new head's fields to a progress walk (Acquire),
+            // which starts there. Before the old head's hold goes: a walk
+            // that finds `last` still 0 knows nothing was passed (see
+            // `order`).
+            queue
+                .last
+                .store(tail_word(next, tag(state), 0), Ordering::Release);
         }
         if head != 0 {
             slots.release(index_of(head), QUEUED);

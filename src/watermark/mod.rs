@@ -54,13 +54,15 @@
 
 mod advance;
 mod committable;
+mod order;
 
 use crate::pages::Pages;
-use crate::slab::{status_of_state, Slab, ACKED, FAILED, MARKED, QUEUED, REVOKED};
+use crate::slab::{status_of_state, tag, Slab, ACKED, FAILED, MARKED, QUEUED, REVOKED};
 use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use advance::advance_once;
 pub use committable::Committable;
+pub(crate) use order::{Refusal, Seen, Walk};
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -75,6 +77,27 @@ fn node(index: usize) -> u32 {
 
 fn index_of(node: u32) -> usize {
     node as usize - 1
+}
+
+/// A record as `tail` and `last` hold it: its node in the low 24 bits, and
+/// on a progress tracker its tag (bits 32..64, so that a CAS fails if the
+/// slot moved on to another record) and the queue's budget credit (bits
+/// 24..32).
+fn tail_word(node: u32, tag: u32, credit: u64) -> u64 {
+    debug_assert!(node < 1 << 24 && credit < 1 << 8);
+    u64::from(tag) << 32 | credit << 24 | u64::from(node)
+}
+
+fn tail_node(word: u64) -> u32 {
+    (word & 0xff_ffff) as u32
+}
+
+fn tail_tag(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+fn tail_credit(word: u64) -> u64 {
+    (word >> 24) & 0xff
 }
 
 /// A mark as `mark` and `ended_mark` hold it: the record's node and the
@@ -95,8 +118,10 @@ fn mark_life(word: u64) -> u32 {
 
 /// One partition's queue and mark.
 pub(crate) struct Queue {
-    /// The last record queued; 0 (the stub) before the first.
-    tail: AtomicU32,
+    /// The last record queued, as a [`tail_word`]: its node (0, the stub,
+    /// before the first), and on a progress tracker its tag and the
+    /// budget credit left (see `order`).
+    tail: AtomicU64,
     /// The stub's link: the partition's first record, 0 until it links.
     first: AtomicU32,
     /// Records ever queued.
@@ -135,6 +160,14 @@ pub(crate) struct Queue {
     /// `drain_partition` calls waiting for this queue: the advancer wakes
     /// waiters when it finishes a pass while any are.
     watchers: AtomicU32,
+    /// Progress trackers only (see `order`). The advancer's `head` as a
+    /// [`tail_word`] (0 before the first pass), published at each step.
+    last: AtomicU64,
+    /// The position of the failed record that stopped the life `stopped`
+    /// names.
+    stop_seq: AtomicU64,
+    /// A fingerprint of the progress `Tracker::progress` last reported.
+    seen: AtomicU64,
 }
 
 /// The flag of `Queue::stopped`.
@@ -190,7 +223,7 @@ impl Queue {
 
     fn new() -> Self {
         Self {
-            tail: AtomicU32::new(0),
+            tail: AtomicU64::new(0),
             first: AtomicU32::new(0),
             sent: AtomicU64::new(0),
             work: AtomicU64::new(0),
@@ -204,6 +237,9 @@ impl Queue {
             ended_mark: AtomicU64::new(0),
             settled: AtomicU32::new(0),
             watchers: AtomicU32::new(0),
+            last: AtomicU64::new(0),
+            stop_seq: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
         }
     }
 }
@@ -223,12 +259,15 @@ pub(crate) struct Backlog {
 
 pub(crate) struct Watermarks {
     queues: Pages<CachePadded<Queue>, 16, 20>,
+    /// On a progress tracker, each slot's record's position (see `order`).
+    seqs: Option<order::Seqs>,
 }
 
 impl Watermarks {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(progress: bool) -> Self {
         Self {
             queues: Pages::new(),
+            seqs: progress.then(Pages::new),
         }
     }
 
@@ -248,7 +287,7 @@ impl Watermarks {
         // AcqRel: Release hands our slot's reset link (`next_queued` = 0,
         // written at prepare) to the next sender, who stores into it;
         // Acquire sees our predecessor's reset link before we store into it.
-        let previous = queue.tail.swap(me, Ordering::AcqRel);
+        let previous = tail_node(queue.tail.swap(tail_word(me, 0, 0), Ordering::AcqRel));
         let link = if previous == 0 {
             &queue.first
         } else {
@@ -297,7 +336,7 @@ impl Watermarks {
         seen = 1;
         let mut wakes = false;
         loop {
-            advance_once(queue, slots, &leave, &mut wakes);
+            advance_once(queue, slots, self.seqs.as_ref(), &leave, &mut wakes);
             // AcqRel: Release hands `head` to the next advancer; Acquire (on
             // failure) sees the resolutions of the adds that beat us.
             match queue

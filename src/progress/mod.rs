@@ -30,6 +30,11 @@
 //!
 //! [`next`]: Progress::next
 
+pub(crate) mod budget;
+mod track;
+
+pub(crate) use track::ProgressConfig;
+
 use std::fmt;
 
 /// Offsets that are positions in a sequence, as Kafka's are: what a
@@ -136,6 +141,10 @@ impl fmt::Display for DecodeError {
 impl std::error::Error for DecodeError {}
 
 const RUNS: u8 = b'R';
+/// The widest span the bitset form is written for: past it the bits alone
+/// are 128 KiB, far over any commit's metadata, and the run form is
+/// written instead.
+const BITSET_MAX_SPAN: u64 = 1 << 20;
 const BITSET: u8 = b'B';
 
 impl Progress {
@@ -262,9 +271,9 @@ impl Progress {
     /// The bitset form's byte count, if its offsets are few enough to list.
     fn bitset_bytes(&self) -> Option<usize> {
         let span: u64 = self.runs.iter().sum();
-        // Past this the runs form is shorter anyway, and the bits would not
-        // fit in memory.
-        let span = usize::try_from(span).ok().filter(|&s| s <= 1 << 20)?;
+        let span = usize::try_from(span)
+            .ok()
+            .filter(|&s| s as u64 <= BITSET_MAX_SPAN)?;
         Some(varint_len(span as u64) + span.div_ceil(8))
     }
 

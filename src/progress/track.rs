@@ -1,0 +1,216 @@
+//! A progress tracker: [`Builder::progress`] and [`Tracker::progress`].
+//!
+//! The tracker keeps no progress of its own: the watermark queue already
+//! holds, in position order, every record of a partition that the
+//! watermark has not passed, acked or not. `progress()` walks each queue
+//! (see `watermark::order`) and builds the partition's [`Progress`] from
+//! what it reads: `next` is the first record not acked (or one past the
+//! last, when all are), and from there each acked record and each offset
+//! skipped between two records is done. Sends check order and budget as
+//! they link (see `watermark::order`), so the progress handed out always
+//! encodes within the budget.
+
+use super::{Progress, SeqOffset};
+use crate::watermark::{Seen, Walk};
+use crate::{Builder, Tracker};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// What [`Builder::progress`] sets: the budget, and how to read an
+/// offset's position (`Clone` and [`SeqOffset::seq`], user code run by the
+/// send before it takes anything).
+pub(crate) struct ProgressConfig<O> {
+    pub(crate) max_metadata_bytes: usize,
+    pub(crate) seq_of: fn(&O) -> u64,
+}
+
+// Derived `Clone`/`Copy` would require `O: Clone`.
+impl<O> Clone for ProgressConfig<O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<O> Copy for ProgressConfig<O> {}
+
+impl<P, O> Builder<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: SeqOffset + Clone + Send + Sync,
+{
+    /// Keeps each partition's progress beyond its watermark, for
+    /// [`Tracker::progress`]: which offsets past the first unacked one are
+    /// done, encoded for a commit's metadata in at most
+    /// `max_metadata_bytes` characters (Kafka's `offset.metadata.max.bytes`,
+    /// 4096 by default). Implies [`watermarks`](Self::watermarks).
+    ///
+    /// On such a tracker a partition's offsets must be sent in increasing
+    /// order, as a consumer or a source reading one partition sends them: a
+    /// send whose offset is not above every earlier one of the partition's
+    /// current life (or is no position, see [`SeqOffset`]) returns
+    /// [`SendError::OutOfOrder`](crate::SendError::OutOfOrder) with the
+    /// record. An offset skipped is done: compaction and transaction
+    /// markers leave such gaps, and they do not come back.
+    ///
+    /// **The budget is exact.** A send to a partition returns
+    /// [`SendError::Full`](crate::SendError::Full) when accepting it could
+    /// let the partition's encoded progress outgrow `max_metadata_bytes`,
+    /// whichever of its records are acked later (and, up to a few bytes of
+    /// the run form's bound, only then); other partitions are unaffected,
+    /// and once the stuck record is acked the partition accepts again. With
+    /// 4096 bytes, a partition takes 24,000 consecutive offsets in flight
+    /// behind one unacked record, and any number of acked ones.
+    ///
+    /// ```
+    /// use inflight::{SendError, Tracker};
+    /// let tracker = Tracker::builder().progress(16).build();
+    /// let stuck = tracker.send("p", 0_u64).unwrap();
+    /// let mut acked = 0;
+    /// let refused = loop {
+    ///     match tracker.send("p", 1 + acked) {
+    ///         Ok(ticket) => { tracker.ack(ticket).unwrap(); acked += 1 }
+    ///         Err(e) => break e,
+    ///     }
+    ///     if acked == 1_000 { break SendError::Closed("none", 0) }
+    /// };
+    /// // Acked records behind a stuck one cost a few bytes: never refused.
+    /// assert_eq!(acked, 1_000);
+    /// # let _ = refused;
+    /// let pending: Vec<_> = (2_000..2_100).map(|o| tracker.send("p", o)).collect();
+    /// assert!(pending.iter().any(|t| matches!(t, Err(SendError::Full("p", _)))));
+    /// assert!(matches!(tracker.send("p", 1), Err(SendError::OutOfOrder("p", 1))));
+    /// # drop(stuck);
+    /// ```
+    pub fn progress(mut self, max_metadata_bytes: usize) -> Self {
+        self.watermarks = true;
+        self.progress = Some(ProgressConfig {
+            max_metadata_bytes,
+            seq_of: |offset: &O| offset.clone().seq(),
+        });
+        self
+    }
+}
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// For each partition whose progress changed since the previous call,
+    /// its progress now: where to resume ([`Progress::next`], the offset to
+    /// commit) and which offsets past it are done ([`Progress::is_done`]),
+    /// encoded within the tracker's budget ([`Progress::encode`], the
+    /// commit's metadata). A later call's value supersedes an earlier
+    /// one's. Empty unless the tracker was built with
+    /// [`Builder::progress`].
+    ///
+    /// Lock-free, and callable at any moment beside sends and acks: it
+    /// writes nothing the hot path reads, and an offset it reports done
+    /// was acked before it returned. `next` never moves back within a
+    /// partition's life; a [`revoke`](Self::revoke) starts the partition's
+    /// progress afresh, and its records of the ended life are never
+    /// reported. After a failure the partition's progress is its failed
+    /// offset, with nothing done past it, until a revoke restarts it.
+    ///
+    /// Calls that overlap may both report a change; a call that begins
+    /// after another returned reports only what changed since. Changes are
+    /// recognised by a 64-bit fingerprint, so a change that collides with
+    /// the previous fingerprint (once in 2^64) is reported at the next
+    /// change instead: the committed progress is then older, never ahead.
+    ///
+    /// ```
+    /// use inflight::{Progress, Tracker};
+    /// let tracker = Tracker::builder().progress(4096).build();
+    /// let tickets: Vec<_> = (100..110_u64).map(|o| tracker.send("p", o).unwrap()).collect();
+    /// for ticket in tickets.into_iter().skip(1) {
+    ///     tracker.ack(ticket).unwrap(); // all but offset 100
+    /// }
+    /// let progress = &tracker.progress()["p"];
+    /// assert_eq!(progress.next(), 100);          // commit this offset...
+    /// let metadata = progress.encode();          // ...with this metadata
+    /// assert!(progress.is_done(105) && !progress.is_done(100));
+    /// // On restart: read both back, resume at `next`, skip what is done.
+    /// let resumed = Progress::decode(100, &metadata).unwrap();
+    /// assert_eq!(&resumed, progress);
+    /// assert!(tracker.progress().is_empty());    // nothing changed since
+    /// ```
+    pub fn progress(&self) -> HashMap<P, Progress> {
+        let mut out = HashMap::new();
+        let (Some(watermarks), Some(config)) = (&self.watermarks, self.progress) else {
+            return out;
+        };
+        let mut walk = Walk::default();
+        for number in 0..self.partitions.numbered() {
+            let Some(lifecycle) = self.partitions.lifecycle(number) else {
+                continue;
+            };
+            let life = lifecycle.life.load(crate::sync::Ordering::Acquire);
+            if !watermarks.walk(&self.slots, number, life, &mut walk) {
+                continue;
+            }
+            let Some(progress) = of_walk(&walk) else {
+                continue;
+            };
+            let progress = within(progress, config.max_metadata_bytes);
+            let fingerprint = fingerprint(life, &progress);
+            if watermarks.seen(number) == fingerprint {
+                continue;
+            }
+            // User code (`Clone` of the key) before the fingerprint moves:
+            // if it panics, the change is still reported next time.
+            let Some(partition) = self.partitions.key(number).cloned() else {
+                continue;
+            };
+            if watermarks.swap_seen(number, fingerprint) != fingerprint {
+                out.insert(partition, progress);
+            }
+        }
+        out
+    }
+}
+
+/// The progress a walk read, or `None` if the life has no record yet.
+fn of_walk(walk: &Walk) -> Option<Progress> {
+    if let Some(failed) = walk.stopped_at {
+        return Some(Progress::at(failed));
+    }
+    let records = &walk.records;
+    let Some(first) = records.iter().position(|&(_, seen)| seen != Seen::Done) else {
+        return match records.last() {
+            Some(&(seq, _)) => Some(Progress::at(seq + 1)),
+            None => walk.done_below.map(Progress::at),
+        };
+    };
+    let end = records.last().map_or(0, |&(seq, _)| seq + 1);
+    let pending = records[first..]
+        .iter()
+        .filter(|&&(_, seen)| seen != Seen::Done)
+        .map(|&(seq, _)| seq);
+    Progress::from_pending(records[first].0, end, pending)
+}
+
+/// `progress`, with its last done runs dropped until it encodes within
+/// `max` characters. The sends' budget check makes this a no-op; it is
+/// here so that the bound holds whatever happens.
+fn within(mut progress: Progress, max: usize) -> Progress {
+    debug_assert!(
+        progress.encoded_len() <= max,
+        "the budget check let {progress:?} outgrow {max}"
+    );
+    while progress.encoded_len() > max && !progress.runs.is_empty() {
+        let keep = progress.runs.len() - 2;
+        progress.runs.truncate(keep);
+    }
+    progress
+}
+
+/// A fingerprint of a partition's progress in a life; never 0 (the
+/// "nothing reported" value).
+fn fingerprint(life: u32, progress: &Progress) -> u64 {
+    // SipHash with fixed keys: the same on every call.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    life.hash(&mut hasher);
+    progress.next.hash(&mut hasher);
+    progress.runs.hash(&mut hasher);
+    hasher.finish() | 1
+}

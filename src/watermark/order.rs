@@ -1,0 +1,372 @@
+//! The progress side of a watermark queue, on a tracker built with
+//! `Builder::progress`: each record's position (`seq`), the link that
+//! refuses a record out of order or over the metadata budget, and the walk
+//! that reads the records still queued without holding anything.
+//!
+//! # Positions
+//!
+//! A send computes its offset's position (user code, before it takes
+//! anything) and stores it in `seqs`, a table beside the slots, before it
+//! links the record: whoever follows the link (Acquire) sees it. The
+//! advancer and the walk read positions from there, so neither runs user
+//! code.
+//!
+//! # The checked link
+//!
+//! On a progress tracker a send links itself with a compare-and-swap of
+//! `tail` rather than a swap, and decides both checks against the record it
+//! would follow: the order (its position must be above its predecessor's,
+//! when that one is of the same life), and the budget. Two senders of one
+//! partition are decided in the order their CASes land, which is the queue
+//! order. The tail word carries the predecessor's tag, so a CAS fails if
+//! the slot went on to another record meanwhile (a read of a moved-on
+//! slot's fields is then discarded).
+//!
+//! # The budget
+//!
+//! A record may be acked or not, so the check bounds every way the
+//! partition's unresolved records may end (see `progress::budget`): the
+//! walk reads the records still queued, as `Tracker::progress` does, and
+//! the new one is checked against the largest encoding they could give.
+//! To keep that off the common path, the check also says how much room is
+//! left, in *units*: a record adds one unit per position it moves the
+//! partition's end (itself and the offsets skipped before it), which is at
+//! least what it can add to either form (a bit per position to the bitset,
+//! and to the run form a byte for its own run and a varint for the skipped
+//! ones). The tail word carries that credit (at most 255), and a send that
+//! fits in it takes its share without walking; the CAS that links it is the
+//! one that takes the credit, so two senders cannot spend it twice. Acks
+//! and the watermark's moves only shrink what the records could take, and
+//! a new life's records start from nothing, so credit never over-promises.
+//! A partition walks about once per 255 sends, the queue's length each
+//! time.
+//!
+//! # The walk
+//!
+//! It starts at `last`, the advancer's head (the last record passed, which
+//! keeps its `QUEUED` hold until the advance moves past its successor), or
+//! at the queue's `first` link before any pass, and follows the links. A
+//! slot read while its predecessor is still queued, with the tag the walk
+//! saw, belongs to that predecessor's successor: the advance releases a
+//! record's hold only when it passes the next one, and frees a slot only
+//! after it has passed it. So each step reads the successor's fields, then
+//! checks that the predecessor is still queued; if not (the watermark moved
+//! past it), the walk starts again from the new `last`. Before the first
+//! pass the check is that `last` is still 0: the advancer publishes the
+//! new head there before it drops the old head's hold. Nothing is written;
+//! a walk never delays a send or an ack.
+
+use super::*;
+use crate::progress::budget;
+use crate::slab::Slot;
+
+/// Each slot's record's position, on a progress tracker.
+pub(crate) type Seqs = Pages<AtomicU64, 32, 20>;
+
+/// The position of the record in slot `index`.
+pub(crate) fn seq_of(seqs: &Seqs, index: usize) -> u64 {
+    // Relaxed: written before the record was linked; readers follow the
+    // link (or `last`, or `stopped`) with Acquire.
+    seqs.get(index).map_or(0, |seq| seq.load(Ordering::Relaxed))
+}
+
+/// What a walk saw of a queued record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Acked.
+    Done,
+    /// Failed: not done, and it will not be.
+    Failed,
+    /// Unresolved (or not yet published).
+    Open,
+}
+
+/// What a walk found for one life of one partition.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    /// Every position of the life below this one is done: the watermark
+    /// passed an acked record of the life at the position before it.
+    pub(crate) done_below: Option<u64>,
+    /// A failed record at this position stopped the life's watermark.
+    pub(crate) stopped_at: Option<u64>,
+    /// The life's records still queued, in queue (and position) order.
+    pub(crate) records: Vec<(u64, Seen)>,
+    /// The node of the last record the walk reached (of any life), 0 for
+    /// none.
+    end: u32,
+}
+
+/// Why a checked link refused a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    OutOfOrder,
+    OverBudget,
+    /// Not a refusal: the walk ended before the tail (a sender between its
+    /// CAS and its link store); decide again.
+    Unlinked,
+}
+
+/// A record `walk` reads, and whether it is still the one it saw.
+struct Held<'a, O> {
+    slot: &'a Slot<O>,
+    tag: u32,
+}
+
+impl<O> Held<'_, O> {
+    /// Still queued with the tag seen: not yet passed beyond.
+    fn still_queued(&self) -> bool {
+        // Acquire (inside `state`): orders our earlier reads of its
+        // successor before this check (and sees a release of its hold made
+        // before).
+        let state = self.slot.state();
+        tag(state) == self.tag && state & QUEUED != 0
+    }
+}
+
+impl Watermarks {
+    /// Stores a prepared record's position, before it is linked.
+    pub(crate) fn set_seq(&self, index: usize, seq: u64) {
+        if let Some(seqs) = &self.seqs {
+            // Relaxed: published by the link's Release store.
+            seqs.get_or_alloc(index, || AtomicU64::new(0))
+                .store(seq, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads `partition`'s queue for the records of `life` (see the module
+    /// docs). False if the partition has no queue.
+    pub(crate) fn walk<O>(
+        &self,
+        slots: &Slab<O>,
+        partition: usize,
+        life: u32,
+        out: &mut Walk,
+    ) -> bool {
+        let (Some(queue), Some(seqs)) = (self.queues.get(partition), &self.seqs) else {
+            return false;
+        };
+        'start: loop {
+            out.records.clear();
+            out.done_below = None;
+            out.stopped_at = None;
+            // Acquire: pairs with the advancer's Release store: the head's
+            // fields (its position included) are visible.
+            let last = queue.last.load(Ordering::Acquire);
+            out.end = tail_node(last);
+            // Acquire: pairs with the advancer's Release store, after
+            // `stop_seq`.
+            if queue.stopped.load(Ordering::Acquire) == STOPPED | u64::from(life) {
+                // Relaxed: ordered by the load above.
+                out.stopped_at = Some(queue.stop_seq.load(Ordering::Relaxed));
+                return true;
+            }
+            let (mut link, mut held) = if last == 0 {
+                (&queue.first, None)
+            } else {
+                let index = index_of(tail_node(last));
+                let slot = slots.slot_of(index);
+                let head = Held {
+                    slot,
+                    tag: tail_tag(last),
+                };
+                let state = slot.state();
+                let (head_life, seq) = (slot.life(), seq_of(seqs, index));
+                if !head.still_queued() || tag(state) != head.tag {
+                    continue 'start;
+                }
+                if head_life == life {
+                    match status_of_state(state) {
+                        ACKED => out.done_below = Some(seq + 1),
+                        // A failure of this life the `stopped` we read
+                        // did not show yet.
+                        FAILED if state & REVOKED == 0 => {
+                            out.stopped_at = Some(seq);
+                            return true;
+                        }
+                        _ => {}
+                    }
+                }
+                (&slot.next_queued, Some(head))
+            };
+            loop {
+                // Acquire: pairs with the sender's Release store of the link:
+                // its position and life are visible.
+                let next = link.load(Ordering::Acquire);
+                if next == 0 {
+                    return true;
+                }
+                let index = index_of(next);
+                let slot = slots.slot_of(index);
+                let state = slot.state();
+                let (record_life, seq) = (slot.life(), seq_of(seqs, index));
+                // The predecessor still queued: what we read is its
+                // successor's, not a later user's of the slot.
+                let valid = match &held {
+                    Some(held) => held.still_queued(),
+                    // Acquire: as above; still 0, nothing was passed.
+                    None => queue.last.load(Ordering::Acquire) == 0,
+                };
+                if !valid {
+                    continue 'start;
+                }
+                if record_life == life {
+                    let seen = match status_of_state(state) {
+                        ACKED => Seen::Done,
+                        FAILED => Seen::Failed,
+                        _ => Seen::Open,
+                    };
+                    out.records.push((seq, seen));
+                }
+                held = Some(Held {
+                    slot,
+                    tag: tag(state),
+                });
+                out.end = next;
+                link = &slot.next_queued;
+            }
+        }
+    }
+
+    /// Links a prepared record of `life` at position `seq` into
+    /// `partition`'s queue, if it is in order and within `max` characters
+    /// of metadata (see the module docs); `tag` is the record's. On
+    /// refusal nothing is linked.
+    pub(crate) fn link_checked<O>(
+        &self,
+        slots: &Slab<O>,
+        partition: usize,
+        index: usize,
+        record: (u32, u64, u32),
+        max: usize,
+    ) -> Result<(), Refusal> {
+        let (tag, seq, life) = record;
+        let queue = self
+            .queues
+            .get_or_alloc(partition, || CachePadded::new(Queue::new()));
+        let seqs = self.seqs.as_ref().expect("a progress tracker");
+        let me = node(index);
+        let mut walk = None;
+        // Acquire: the predecessor's position and life (written before its
+        // link CAS) are visible.
+        let mut tail = queue.tail.load(Ordering::Acquire);
+        loop {
+            let previous = tail_node(tail);
+            // The record we would follow, if of our life: its position.
+            let before = (previous != 0)
+                .then(|| {
+                    let slot = slots.slot_of(index_of(previous));
+                    (slot.life() == life).then(|| seq_of(seqs, index_of(previous)))
+                })
+                .flatten();
+            let decision = match before {
+                Some(before) if seq <= before => Err(Refusal::OutOfOrder),
+                _ => {
+                    // Positions this record adds to the partition's span
+                    // (itself and those skipped before it); at least what it
+                    // adds to the run form in bytes (see `budget`).
+                    let units = before.map_or(1, |b| seq - b);
+                    self.budget_after(
+                        slots, queue, partition, life, seq, units, tail, max, &mut walk,
+                    )
+                }
+            };
+            let credit = match decision {
+                Ok(credit) => credit,
+                Err(Refusal::Unlinked) => {
+                    // Wait for that sender's link store, as the advance does.
+                    crate::sync::spin_hint();
+                    // Acquire: as above.
+                    tail = queue.tail.load(Ordering::Acquire);
+                    continue;
+                }
+                Err(refusal) => {
+                    // Decided against a tail that may have moved: look again.
+                    // Acquire: as above.
+                    let now = queue.tail.load(Ordering::Acquire);
+                    if now == tail {
+                        return Err(refusal);
+                    }
+                    tail = now;
+                    continue;
+                }
+            };
+            // AcqRel: Release publishes our position and reset link to the
+            // next sender; Acquire sees our predecessor's. Decides our place
+            // in the queue and in the partition's order at once.
+            match queue.tail.compare_exchange(
+                tail,
+                tail_word(me, tag, credit),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => tail = now,
+            }
+        }
+        // Relaxed: a statistic, as in `link`.
+        queue.sent.fetch_add(1, Ordering::Relaxed);
+        let previous = tail_node(tail);
+        let link = if previous == 0 {
+            &queue.first
+        } else {
+            // As in `link`: the predecessor is still queued.
+            &slots.slot_of(index_of(previous)).next_queued
+        };
+        // Release: as in `link`.
+        link.store(me, Ordering::Release);
+        Ok(())
+    }
+
+    /// The credit the tail keeps if a record at `seq`, `units` positions
+    /// past its predecessor's, is linked, or `OverBudget`.
+    #[allow(clippy::too_many_arguments)]
+    fn budget_after<O>(
+        &self,
+        slots: &Slab<O>,
+        queue: &Queue,
+        partition: usize,
+        life: u32,
+        seq: u64,
+        units: u64,
+        tail: u64,
+        max: usize,
+        walk: &mut Option<Walk>,
+    ) -> Result<u64, Refusal> {
+        let credit = tail_credit(tail);
+        // Acquire: pairs with the Release store of `stopped`. A stopped life
+        // reports nothing past its failure: no budget to keep.
+        if queue.stopped.load(Ordering::Acquire) == STOPPED | u64::from(life) {
+            return Ok(credit);
+        }
+        if credit >= units {
+            return Ok(credit - units);
+        }
+        let walk = walk.get_or_insert_with(Walk::default);
+        self.walk(slots, partition, life, walk);
+        if walk.stopped_at.is_some() {
+            return Ok(credit);
+        }
+        if walk.end != tail_node(tail) {
+            return Err(Refusal::Unlinked);
+        }
+        budget::check(&walk.records, seq, max).ok_or(Refusal::OverBudget)
+    }
+
+    /// Swaps in the fingerprint of the progress about to be reported for
+    /// `partition`; returns the one reported before.
+    pub(crate) fn swap_seen(&self, partition: usize, fingerprint: u64) -> u64 {
+        self.queues.get(partition).map_or(0, |queue| {
+            // Relaxed: a later `progress` call that begins after this one
+            // returned sees it; concurrent calls may both report.
+            queue.seen.swap(fingerprint, Ordering::Relaxed)
+        })
+    }
+
+    /// The fingerprint last reported for `partition`.
+    pub(crate) fn seen(&self, partition: usize) -> u64 {
+        // Relaxed: as in `swap_seen`.
+        self.queues
+            .get(partition)
+            .map_or(0, |queue| queue.seen.load(Ordering::Relaxed))
+    }
+}
