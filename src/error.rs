@@ -19,7 +19,10 @@ use std::fmt;
 pub enum SendError<P, O> {
     /// The tracker already holds its capacity of records in flight (see
     /// [`Tracker::with_capacity`](crate::Tracker::with_capacity)); resolve
-    /// some and retry.
+    /// some and retry. On a progress tracker, also: the partition's
+    /// progress could outgrow the metadata budget (see
+    /// [`Builder::progress`](crate::Builder::progress)) until its stuck
+    /// record is acked.
     Full(P, O),
     /// [`Tracker::close`](crate::Tracker::close) was called; no record is
     /// accepted any more.

@@ -448,3 +448,66 @@ fn progress_beside_sends_and_acks_reports_only_acked_offsets() {
         }
     });
 }
+
+/// An offset whose position panics for one value.
+#[derive(Clone, Debug, PartialEq)]
+struct Touchy(u64);
+
+impl inflight::SeqOffset for Touchy {
+    fn seq(self) -> u64 {
+        assert_ne!(self.0, 13, "planned panic: the position of 13");
+        self.0
+    }
+}
+
+#[test]
+fn a_panicking_position_sends_nothing() {
+    let tracker: Tracker<&str, Touchy> = Tracker::builder().capacity(1).progress(4096).build();
+    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tracker.send("p", Touchy(13))
+    }));
+    assert!(sent.is_err());
+    assert_eq!(tracker.in_flight(), 0);
+    // Nothing was taken: the permit is there, the partition's order too.
+    let t = tracker.send("p", Touchy(12)).unwrap();
+    tracker.ack(t).unwrap();
+    assert_eq!(tracker.progress()["p"].next(), 13);
+}
+
+std::thread_local! {
+    static KEY_DROP_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A key whose `Drop` panics once, when armed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Bomb(u8);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if KEY_DROP_PANICS.with(|armed| armed.replace(false)) {
+            panic!("planned panic: a key's drop");
+        }
+    }
+}
+
+#[test]
+fn a_key_drop_panicking_after_the_publish_fails_the_record() {
+    let tracker: Tracker<Bomb, u64> = Tracker::builder().capacity(2).progress(4096).build();
+    let first = tracker.send(Bomb(1), 4).unwrap();
+    tracker.ack(first).unwrap();
+    KEY_DROP_PANICS.with(|armed| armed.set(true));
+    let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tracker.send(Bomb(1), 5)));
+    assert!(sent.is_err(), "the key's drop panicked");
+    // The record was failed, not stranded: nothing in flight, the permit
+    // back, and the partition's progress stops at it (to be redone).
+    assert_eq!(tracker.in_flight(), 0);
+    assert_eq!(tracker.progress()[&Bomb(1)].next(), 5);
+    let _ = tracker.revoke(&Bomb(1));
+    let again = tracker.send(Bomb(1), 5).unwrap();
+    let other = tracker.send(Bomb(2), 0).unwrap();
+    tracker.ack(again).unwrap();
+    tracker.ack(other).unwrap();
+    let now = tracker.progress();
+    assert_eq!(now[&Bomb(1)].next(), 6);
+    assert_eq!(now[&Bomb(2)].next(), 1);
+}

@@ -259,12 +259,15 @@ impl Watermarks {
                 })
                 .flatten();
             let decision = match before {
+                // Mutant `unordered_link` (loom suite only): no order check,
+                // so a lower offset may queue behind a higher one.
+                #[cfg(not(inflight_mutant = "unordered_link"))]
                 Some(before) if seq <= before => Err(Refusal::OutOfOrder),
                 _ => {
                     // Positions this record adds to the partition's span
                     // (itself and those skipped before it); at least what it
                     // adds to the run form in bytes (see `budget`).
-                    let units = before.map_or(1, |b| seq - b);
+                    let units = before.map_or(1, |b| seq.saturating_sub(b).max(1));
                     self.budget_after(
                         slots, queue, partition, life, seq, units, tail, max, &mut walk,
                     )

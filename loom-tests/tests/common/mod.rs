@@ -66,3 +66,8 @@ pub fn run_model_bounded(name: &'static str, cap: usize, f: impl Fn() + Sync + S
         }
     }
 }
+
+/// A tracker that keeps watermarks.
+pub fn watermarked() -> Arc<T> {
+    Arc::new(Tracker::builder().watermarks().build())
+}

@@ -1,0 +1,167 @@
+//! Loom models of progress trackers (`Builder::progress`): acks racing
+//! `progress()`, and two senders of one partition racing for its order.
+//!
+//! Offsets here are [`Seq`], a loom-tracked `Arc<u64>` with a position, so
+//! that leaks and double drops are still reported.
+#![cfg(loom)]
+
+use inflight::{Progress, SendError, SeqOffset, Tracker};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use std::collections::HashMap;
+
+mod common;
+use common::run_model;
+
+#[derive(Clone, Debug)]
+struct Seq(Arc<u64>);
+
+impl SeqOffset for Seq {
+    fn seq(self) -> u64 {
+        *self.0
+    }
+}
+
+fn seq(n: u64) -> Seq {
+    Seq(Arc::new(n))
+}
+
+type T = Tracker<&'static str, Seq>;
+
+fn progress_tracker() -> Arc<T> {
+    Arc::new(Tracker::builder().progress(4096).build())
+}
+
+/// The latest progress of `p` after folding in a `progress()` call's map.
+fn fold(latest: &mut Option<Progress>, mut reported: HashMap<&'static str, Progress>) {
+    if let Some(p) = reported.remove("p") {
+        *latest = Some(p);
+    }
+}
+
+/// P1. An ack of a record past the first gap races `progress()`: offsets
+/// 0, 1, 2 are in flight and another thread acks 1. The call reports 1 as
+/// done only if the ack started (never done before acked), never reports
+/// 0 or 2 as done, and `next` stays 0; after the ack, a later call reports
+/// 1 as done (nothing lost).
+#[test]
+fn ack_vs_progress_never_done_before_acked() {
+    run_model("ack_vs_progress_never_done_before_acked", || {
+        let tracker = progress_tracker();
+        let _zero = tracker.send("p", seq(0)).unwrap();
+        let one = tracker.send("p", seq(1)).unwrap();
+        let _two = tracker.send("p", seq(2)).unwrap();
+        let started = Arc::new(AtomicBool::new(false));
+        let (t2, s2) = (tracker.clone(), started.clone());
+        let acker = thread::spawn(move || {
+            // Release: a report of 1 as done implies this store.
+            s2.store(true, Ordering::Release);
+            t2.ack(one).unwrap();
+        });
+        let mut latest = None;
+        fold(&mut latest, tracker.progress());
+        let during = latest.clone().expect("p has records");
+        // Acquire: pairs with the acker's store, through the ack.
+        let ack_started = started.load(Ordering::Acquire);
+        assert_eq!(during.next(), 0);
+        assert!(!during.is_done(0) && !during.is_done(2));
+        if during.is_done(1) {
+            assert!(ack_started, "1 reported done before its ack: {during:?}");
+        }
+        acker.join().unwrap();
+        fold(&mut latest, tracker.progress());
+        let after = latest.unwrap();
+        assert_eq!(after.next(), 0);
+        assert!(after.is_done(1) && !after.is_done(2), "lost: {after:?}");
+    });
+}
+
+/// P2. Two acks of one partition race a `progress()` call: offsets 0, 1, 2
+/// are in flight; one thread acks 0 (the head: the watermark moves), the
+/// other acks 2 (past the gap). Whatever the call sees, each offset it
+/// reports done was acked (its ack started), `next` never moves back, and
+/// after both acks the progress is `next` 1 with 2 done.
+#[test]
+fn two_acks_vs_progress() {
+    run_model("two_acks_vs_progress", || {
+        let tracker = progress_tracker();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let _one = tracker.send("p", seq(1)).unwrap();
+        let two = tracker.send("p", seq(2)).unwrap();
+        let flags = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let (t2, f2) = (tracker.clone(), flags.clone());
+        let head = thread::spawn(move || {
+            f2[0].store(true, Ordering::Release);
+            t2.ack(zero).unwrap();
+        });
+        let (t3, f3) = (tracker.clone(), flags.clone());
+        let past = thread::spawn(move || {
+            f3[1].store(true, Ordering::Release);
+            t3.ack(two).unwrap();
+        });
+        let mut latest = None;
+        fold(&mut latest, tracker.progress());
+        let during = latest.clone().expect("p has records");
+        let (zero_started, two_started) = (
+            flags[0].load(Ordering::Acquire),
+            flags[1].load(Ordering::Acquire),
+        );
+        assert!(!during.is_done(1), "1 was never acked: {during:?}");
+        if during.is_done(0) {
+            assert!(zero_started, "0 reported done before its ack");
+        }
+        if during.is_done(2) {
+            assert!(two_started, "2 reported done before its ack");
+        }
+        head.join().unwrap();
+        past.join().unwrap();
+        fold(&mut latest, tracker.progress());
+        let after = latest.unwrap();
+        assert!(after.next() >= during.next(), "next moved back");
+        assert_eq!(after.next(), 1);
+        assert!(after.is_done(2) && !after.is_done(1), "{after:?}");
+    });
+}
+
+/// P3. Two senders of one partition race for its order: offsets 5 and 6.
+/// Either both are accepted, 5 first in the queue, or 6 goes first and 5
+/// is refused with its record (`OutOfOrder`): never 5 queued behind 6,
+/// which would let the watermark pass 5 unacked. Checked by acking 6 alone
+/// first: the watermark and the progress must wait for 5 if 5 was taken.
+/// Mutant `unordered_link` is caught here.
+#[test]
+fn two_senders_of_one_partition_race_for_its_order() {
+    run_model("two_senders_of_one_partition_race_for_its_order", || {
+        let tracker = progress_tracker();
+        // The partition exists, so the race is about its order only.
+        let first = tracker.send("p", seq(1)).unwrap();
+        tracker.ack(first).unwrap();
+        let _ = tracker.committable();
+        let _ = tracker.progress();
+        let t2 = tracker.clone();
+        let five = thread::spawn(move || t2.send("p", seq(5)));
+        let six = tracker.send("p", seq(6));
+        let five = five.join().unwrap();
+        let six = six.expect("6 is above everything sent before it");
+        match five {
+            Ok(five) => {
+                tracker.ack(six).unwrap();
+                let mut marks = tracker.committable();
+                assert!(marks.remove("p").is_none(), "the watermark passed 5 unacked");
+                assert_eq!(tracker.progress()["p"].next(), 5);
+                tracker.ack(five).unwrap();
+                assert_eq!(*tracker.committable()["p"].0, 6);
+                assert_eq!(tracker.progress()["p"].next(), 7);
+            }
+            Err(SendError::OutOfOrder("p", offset)) => {
+                assert_eq!(*offset.0, 5, "the refused record comes back");
+                tracker.ack(six).unwrap();
+                assert_eq!(*tracker.committable()["p"].0, 6);
+                assert_eq!(tracker.progress()["p"].next(), 7);
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
