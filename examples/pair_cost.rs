@@ -1,0 +1,79 @@
+//! What one send+ack pair costs on one thread, for each kind of tracker:
+//!
+//! ```text
+//! cargo run --release --example pair_cost
+//! ```
+//!
+//! One thread sends 64 records of one partition and acks them, over and
+//! over (1.28 million pairs a run), taking the watermark (or a barrier
+//! flush, or the progress) every 100 batches. Each figure is the median of
+//! nine runs. No other thread runs: this is the hot path alone, the number
+//! to compare before and after a change (run it on a quiet machine, and
+//! twice). `compare` measures the tracker against other designs.
+
+mod common;
+
+use inflight::Tracker;
+use std::time::{Duration, Instant};
+
+const BATCH: u64 = 64;
+const BATCHES: u64 = 20_000;
+const RUNS: usize = 9;
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Barrier,
+    Watermarks,
+    Progress,
+}
+
+/// Nanoseconds per pair in one run.
+fn run(kind: Kind) -> f64 {
+    let tracker: Tracker<u32, u64> = match kind {
+        Kind::Barrier => Tracker::new(),
+        Kind::Watermarks => Tracker::builder().watermarks().build(),
+        Kind::Progress => Tracker::builder().progress(4096).build(),
+    };
+    let mut tickets = Vec::with_capacity(BATCH as usize);
+    let mut offset = 0_u64;
+    let start = Instant::now();
+    for batch in 0..BATCHES {
+        for _ in 0..BATCH {
+            tickets.push(tracker.send(0, offset).expect("room"));
+            offset += 1;
+        }
+        for ticket in tickets.drain(..) {
+            tracker.ack(ticket).expect("a live ticket");
+        }
+        if batch % 100 == 99 {
+            match kind {
+                Kind::Barrier => {
+                    let mut flush = tracker.begin_flush().expect("no other flush");
+                    flush.wait(Duration::ZERO).expect("all acked");
+                    flush.commit().expect("waited");
+                }
+                Kind::Watermarks => drop(tracker.committable()),
+                Kind::Progress => drop(tracker.progress()),
+            }
+        }
+    }
+    start.elapsed().as_nanos() as f64 / (BATCHES * BATCH) as f64
+}
+
+fn median(kind: Kind) -> f64 {
+    let mut runs: Vec<f64> = (0..RUNS).map(|_| run(kind)).collect();
+    runs.sort_by(f64::total_cmp);
+    runs[RUNS / 2]
+}
+
+fn main() {
+    common::exit_when_stdout_closes();
+    println!("ns per send+ack pair, one thread (median of {RUNS} runs):");
+    for (name, kind) in [
+        ("barrier", Kind::Barrier),
+        ("watermarks", Kind::Watermarks),
+        ("progress", Kind::Progress),
+    ] {
+        println!("  {name:<10} {:6.1}", median(kind));
+    }
+}
