@@ -16,7 +16,9 @@
 //! deliver, commit, leave the group.
 
 use inflight::Tracker;
-use inflight_rdkafka::{commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext};
+use inflight_rdkafka::{
+    commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
@@ -73,8 +75,9 @@ fn main() {
                     seed ^= seed << 17;
                     std::thread::sleep(Duration::from_micros(seed % 2_000));
                     let result = [b"processed: ".as_slice(), &payload].concat();
-                    let mut record = BaseRecord::<(), [u8], TicketOpaque>::with_opaque_to(&sink, ticket)
-                        .payload(&result);
+                    let mut record =
+                        BaseRecord::<(), [u8], TicketOpaque>::with_opaque_to(&sink, ticket)
+                            .payload(&result);
                     loop {
                         match producer.send(record) {
                             Ok(()) => break,
@@ -107,7 +110,8 @@ fn main() {
                 match tracker.send(partition, message.offset()) {
                     Ok(ticket) => {
                         let payload = message.payload().unwrap_or_default().to_vec();
-                        jobs.send((payload, TicketOpaque::from(ticket))).expect("workers");
+                        jobs.send((payload, TicketOpaque::from(ticket)))
+                            .expect("workers");
                         consumed += 1;
                     }
                     // At the metadata budget (a stuck record): in a real
@@ -130,7 +134,9 @@ fn main() {
         worker.join().expect("a worker");
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
-    tracker.drain(Duration::from_secs(30)).expect("everything delivered");
+    tracker
+        .drain(Duration::from_secs(30))
+        .expect("everything delivered");
     commit_progress(&consumer, &tracker, CommitMode::Sync).expect("final commit");
     let (delivered, failed, _) = producer.context().counts();
     println!(

@@ -78,7 +78,9 @@ impl fmt::Debug for TopicPartition {
 /// The list to commit for `progress`: each partition's offset
 /// [`Progress::next`] (the next to read: Kafka's committed offset, no
 /// `+ 1`), with [`Progress::encode`] as its metadata.
-pub fn commit_list(progress: &HashMap<TopicPartition, Progress>) -> KafkaResult<TopicPartitionList> {
+pub fn commit_list(
+    progress: &HashMap<TopicPartition, Progress>,
+) -> KafkaResult<TopicPartitionList> {
     let mut list = TopicPartitionList::with_capacity(progress.len());
     let mut sorted: Vec<_> = progress.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(b.0));
@@ -149,7 +151,10 @@ pub fn progress_of(committed: &TopicPartitionList) -> HashMap<TopicPartition, Pr
         }))
         .unwrap_or_default();
         let progress = Progress::decode(next, &metadata).unwrap_or_else(|_| Progress::at(next));
-        out.insert(TopicPartition::new(element.topic(), element.partition()), progress);
+        out.insert(
+            TopicPartition::new(element.topic(), element.partition()),
+            progress,
+        );
     }
     out
 }
@@ -305,10 +310,14 @@ mod tests {
 
     #[test]
     fn progress_goes_into_the_commit_list_and_back() {
-        let tracker = Tracker::<TopicPartition, i64>::builder().progress(4096).build();
+        let tracker = Tracker::<TopicPartition, i64>::builder()
+            .progress(4096)
+            .build();
         let a = TopicPartition::new("source", 0);
         let b = TopicPartition::new("source", 3);
-        let tickets: Vec<_> = (100..110).map(|o| tracker.send(a.clone(), o).unwrap()).collect();
+        let tickets: Vec<_> = (100..110)
+            .map(|o| tracker.send(a.clone(), o).unwrap())
+            .collect();
         for t in tickets.into_iter().skip(1) {
             tracker.ack(t).unwrap();
         }
@@ -319,7 +328,10 @@ mod tests {
         let element = list.find_partition("source", 0).unwrap();
         assert_eq!(element.offset(), Offset::Offset(100), "next, not next + 1");
         assert_eq!(element.metadata(), progress[&a].encode());
-        assert_eq!(list.find_partition("source", 3).unwrap().offset(), Offset::Offset(8));
+        assert_eq!(
+            list.find_partition("source", 3).unwrap().offset(),
+            Offset::Offset(8)
+        );
         // What a consumer reads back on assignment.
         let back = progress_of(&list);
         assert_eq!(back, progress);
@@ -331,8 +343,11 @@ mod tests {
     #[test]
     fn metadata_that_does_not_decode_means_nothing_done_beyond_the_offset() {
         let mut list = TopicPartitionList::new();
-        list.add_partition_offset("t", 0, Offset::Offset(42)).unwrap();
-        list.find_partition("t", 0).unwrap().set_metadata("not ours!");
+        list.add_partition_offset("t", 0, Offset::Offset(42))
+            .unwrap();
+        list.find_partition("t", 0)
+            .unwrap()
+            .set_metadata("not ours!");
         list.add_partition_offset("t", 1, Offset::Invalid).unwrap();
         let back = progress_of(&list);
         assert_eq!(back.len(), 1, "no commit: left out");

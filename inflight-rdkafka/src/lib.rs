@@ -60,7 +60,5 @@ compile_error!(
 pub mod consumer;
 pub mod producer;
 
-pub use consumer::{
-    commit_progress, committed_progress, HandOffContext, Resume, TopicPartition,
-};
+pub use consumer::{commit_progress, committed_progress, HandOffContext, Resume, TopicPartition};
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};

@@ -15,7 +15,9 @@
 
 use inflight::{Progress, Tracker};
 use inflight_rdkafka::consumer::{commit_list, progress_of};
-use inflight_rdkafka::{commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext};
+use inflight_rdkafka::{
+    commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext,
+};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -113,7 +115,8 @@ fn deliveries_ack_their_tickets_without_an_allocation_each() {
     for offset in 0..1_000_u64 {
         let ticket = tracker.send(0, offset).unwrap();
         let payload = offset.to_string();
-        let record = BaseRecord::with_opaque_to(&topic, TicketOpaque::from(ticket)).payload(&payload);
+        let record =
+            BaseRecord::with_opaque_to(&topic, TicketOpaque::from(ticket)).payload(&payload);
         if let Err((e, back)) = producer.send::<(), String>(record) {
             back.delivery_opaque.fail(&tracker).unwrap();
             panic!("refused: {e}");
@@ -167,7 +170,10 @@ fn consume(
     }
 }
 
-fn group_consumer(group: &str, tracker: &Arc<Tracker<TopicPartition, i64>>) -> BaseConsumer<HandOffContext> {
+fn group_consumer(
+    group: &str,
+    tracker: &Arc<Tracker<TopicPartition, i64>>,
+) -> BaseConsumer<HandOffContext> {
     config()
         .set("group.id", group)
         .set("enable.auto.commit", "false")
@@ -187,7 +193,11 @@ fn progress_is_committed_and_read_back() {
     let group = unique("ir-group");
     create_topic(&topic, 2);
     fill(&topic, 2, 20);
-    let tracker = Arc::new(Tracker::<TopicPartition, i64>::builder().progress(4096).build());
+    let tracker = Arc::new(
+        Tracker::<TopicPartition, i64>::builder()
+            .progress(4096)
+            .build(),
+    );
     let consumer = group_consumer(&group, &tracker);
     consumer.subscribe(&[&topic]).unwrap();
     // Offset 5 of partition 0 stays in flight: everything else is done.
@@ -198,7 +208,11 @@ fn progress_is_committed_and_read_back() {
     let mut partitions = TopicPartitionList::new();
     partitions.add_partition(&topic, 0);
     partitions.add_partition(&topic, 1);
-    let back = progress_of(&consumer.committed_offsets(partitions, Duration::from_secs(10)).unwrap());
+    let back = progress_of(
+        &consumer
+            .committed_offsets(partitions, Duration::from_secs(10))
+            .unwrap(),
+    );
     let p0 = &back[&TopicPartition::new(&topic, 0)];
     let p1 = &back[&TopicPartition::new(&topic, 1)];
     assert_eq!((p0.next(), p1.next()), (5, 20), "the offsets committed");
@@ -211,7 +225,10 @@ fn progress_is_committed_and_read_back() {
         assert_eq!(p0, &Progress::at(5));
         eprintln!("note: the broker returned no commit metadata; progress fell back to the offset");
     }
-    assert!(commit_progress(&consumer, &tracker, CommitMode::Sync).unwrap() == 0, "no change");
+    assert!(
+        commit_progress(&consumer, &tracker, CommitMode::Sync).unwrap() == 0,
+        "no change"
+    );
 }
 
 #[test]
@@ -221,14 +238,22 @@ fn a_rebalance_hands_the_partitions_off() {
     let group = unique("ir-handoff-group");
     create_topic(&topic, 2);
     fill(&topic, 2, 10);
-    let first = Arc::new(Tracker::<TopicPartition, i64>::builder().progress(4096).build());
+    let first = Arc::new(
+        Tracker::<TopicPartition, i64>::builder()
+            .progress(4096)
+            .build(),
+    );
     let a = group_consumer(&group, &first);
     a.subscribe(&[&topic]).unwrap();
     // Offset 3 of partition 1 stays in flight: the hand-off's bounded drain
     // times out on it, and the commit stops there.
     consume(&a, &first, 20, |p, o| p == 1 && o == 3);
     // A second member joins: the first gives partitions up, handing off.
-    let second = Arc::new(Tracker::<TopicPartition, i64>::builder().progress(4096).build());
+    let second = Arc::new(
+        Tracker::<TopicPartition, i64>::builder()
+            .progress(4096)
+            .build(),
+    );
     let b = group_consumer(&group, &second);
     b.subscribe(&[&topic]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
