@@ -21,7 +21,11 @@
 //! `inflight_wm` (this crate built with `watermarks()`) and
 //! `submitted_records` (a port of Kafka 3.x `SubmittedRecords`: per-partition
 //! deques under one lock, an atomic `acked` flag per record), with the
-//! barrier `inflight` beside them for reference.
+//! barrier `inflight` beside them for reference, and `inflight_progress`
+//! (this crate built with `progress(4096)`: the same watermark queue, plus
+//! each send's order and metadata-budget check; its committer calls
+//! `progress()` and encodes each changed partition's metadata instead of
+//! `committable()`), whose cost against `inflight_wm` is the last column.
 //!
 //! Each cell is the median of three 0.4 s runs, the contenders taking turns
 //! so that background load hits them alike. For the full picture (hand-off,
@@ -32,7 +36,9 @@
 mod contenders;
 
 mod common;
-use contenders::watermarks::{self, InflightWatermarks, SubmittedRecords, Watermark};
+use contenders::watermarks::{
+    self, InflightProgress, InflightWatermarks, SubmittedRecords, Watermark,
+};
 use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until};
 use std::time::Duration;
 
@@ -148,7 +154,9 @@ fn main() {
 }
 
 /// Workload 1 with a watermark committer: inflight_wm against
-/// submitted_records, the barrier inflight (with its flusher) beside them.
+/// submitted_records, the barrier inflight (with its flusher) beside them,
+/// and inflight_progress (a progress tracker, its committer calling
+/// `progress()`) against inflight_wm.
 fn watermark_table() {
     println!(
         "watermarks: T threads, each sends and acks its own records at depth {}, \
@@ -159,40 +167,46 @@ fn watermark_table() {
     );
     println!();
     println!(
-        "| {:>7} | {:>11} | {:>17} | {:>16} | {:>25} | {:>19} |",
+        "| {:>7} | {:>11} | {:>17} | {:>16} | {:>17} | {:>25} | {:>19} | {:>20} |",
         "threads",
         InflightWatermarks::NAME,
         SubmittedRecords::NAME,
         "inflight barrier",
+        InflightProgress::NAME,
         "inflight_wm/submitted_rec",
-        "inflight_wm/barrier"
+        "inflight_wm/barrier",
+        "progress/inflight_wm"
     );
     println!(
-        "|{:-<9}|{:-<13}|{:-<19}|{:-<18}|{:-<27}|{:-<21}|",
-        "", "", "", "", "", ""
+        "|{:-<9}|{:-<13}|{:-<19}|{:-<18}|{:-<19}|{:-<27}|{:-<21}|{:-<22}|",
+        "", "", "", "", "", "", "", ""
     );
     for threads in THREADS {
-        let (wm, submitted, barrier) = (
+        let (wm, submitted, barrier, progress) = (
             InflightWatermarks::new(),
             SubmittedRecords::new(),
             Inflight::new(),
+            InflightProgress::new(),
         );
-        let mut rates = [const { Vec::new() }; 3];
+        let mut rates = [const { Vec::new() }; 4];
         let until = Until::Elapsed(RUN_FOR);
         for _ in 0..ROUNDS {
             rates[0].push(watermarks::local(&wm, threads, until).pairs_per_sec());
             rates[1].push(watermarks::local(&submitted, threads, until).pairs_per_sec());
             rates[2].push(contenders::local(&barrier, threads, until).pairs_per_sec());
+            rates[3].push(watermarks::local(&progress, threads, until).pairs_per_sec());
         }
-        let [w, s, b] = rates.map(median);
+        let [w, s, b, p] = rates.map(median);
         println!(
-            "| {:>7} | {:>11.0} | {:>17.0} | {:>16.0} | {:>24.2}x | {:>18.2}x |",
+            "| {:>7} | {:>11.0} | {:>17.0} | {:>16.0} | {:>17.0} | {:>24.2}x | {:>18.2}x | {:>19.2}x |",
             threads,
             w,
             s,
             b,
+            p,
             w / s,
-            w / b
+            w / b,
+            p / w
         );
     }
 }

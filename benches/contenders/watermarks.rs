@@ -3,6 +3,8 @@
 //!
 //! - [`InflightWatermarks`]: this crate, `Tracker<u32, u64>` built with
 //!   `watermarks()`; the committer calls `committable()`.
+//! - [`InflightProgress`]: this crate built with `progress(4096)`; the
+//!   committer calls `progress()` and encodes each changed partition.
 //! - [`SubmittedRecords`]: a port of Kafka Connect's `SubmittedRecords`
 //!   (Kafka 3.x, KAFKA-12226), the design Kafka replaced its barrier flush
 //!   with.
@@ -15,7 +17,7 @@
 
 use super::{permutations, FxBuild, Until, DEPTH};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,6 +55,12 @@ pub trait Watermark: Sync + Sized {
     fn committable(&self) -> Self::Offsets;
     /// The same, with Kafka's statistics.
     fn committable_with_stats(&self) -> Taken<Self::Offsets>;
+    /// The first offset of each partition in the next run of [`local`]: 0,
+    /// unless the contender needs a partition's offsets to keep increasing
+    /// from one run on the same contender to the next.
+    fn first_offset(&self) -> u64 {
+        0
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -98,6 +106,84 @@ impl Watermark for InflightWatermarks {
             partitions: c.partitions_in_flight,
             largest: c.largest_backlog,
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// inflight, with progress
+
+/// The metadata budget of [`InflightProgress`]: Kafka's default
+/// `offset.metadata.max.bytes`.
+pub const PROGRESS_METADATA_BYTES: usize = 4096;
+
+/// This crate with progress: `Tracker::builder().progress(4096).build()`.
+/// The workload's offsets increase per partition, as a progress tracker
+/// requires. The committer calls `progress()` and encodes each changed
+/// partition's metadata (what a real committer hands to Kafka beside the
+/// offset); as the committable offset it keeps the last offset below
+/// `next`, so the workload's end check reads it as for the others.
+pub struct InflightProgress(pub inflight::Tracker<u32, u64>, AtomicU64);
+
+impl Watermark for InflightProgress {
+    const NAME: &'static str = "inflight_progress";
+    type Token = inflight::Ticket;
+    type Offsets = Vec<(u32, u64)>;
+
+    fn new() -> Self {
+        Self(
+            inflight::Tracker::builder()
+                .progress(PROGRESS_METADATA_BYTES)
+                .build(),
+            AtomicU64::new(0),
+        )
+    }
+
+    #[inline]
+    fn send(&self, partition: u32, offset: u64) -> inflight::Ticket {
+        match self.0.send(partition, offset) {
+            Ok(ticket) => ticket,
+            Err(e) => panic!("inflight send: {e}"),
+        }
+    }
+
+    #[inline]
+    fn ack(&self, token: inflight::Ticket) {
+        if let Err(e) = self.0.ack(token) {
+            panic!("inflight ack: {e}");
+        }
+    }
+
+    fn committable(&self) -> Vec<(u32, u64)> {
+        self.0
+            .progress()
+            .into_iter()
+            .filter_map(|(partition, progress)| {
+                std::hint::black_box(progress.encode());
+                // `next` is the first offset not done: the last committable
+                // one is below it (none while `next` is 0).
+                progress.next().checked_sub(1).map(|last| (partition, last))
+            })
+            .collect()
+    }
+
+    fn committable_with_stats(&self) -> Taken<Vec<(u32, u64)>> {
+        let c = self.0.committable_with_stats();
+        Taken {
+            offsets: c.offsets.into_iter().collect(),
+            committable: c.committable_records,
+            uncommittable: c.uncommittable_records,
+            partitions: c.partitions_in_flight,
+            largest: c.largest_backlog,
+        }
+    }
+
+    /// A progress tracker refuses an offset not above the partition's
+    /// earlier ones: each run starts 2^40 past the previous run's start
+    /// (the offsets skipped between count as done, and cost the encoding
+    /// one varint).
+    fn first_offset(&self) -> u64 {
+        // Relaxed: a counter; runs are started one at a time.
+        (self.1.fetch_add(1, Ordering::Relaxed) + 1) << 40
     }
 }
 
@@ -281,10 +367,13 @@ fn committer<W: Watermark>(w: &W, stop: &AtomicBool) -> (HashMap<u32, u64>, u64,
 /// Workload 1 with watermarks: `threads` workers each send `DEPTH` records
 /// of their own partition, then ack them in a shuffled order, repeatedly,
 /// while a committer takes the committable offsets every millisecond.
+/// Offsets start at [`Watermark::first_offset`] (0 but for a progress
+/// tracker) and increase by one per record.
 /// Threads are spawned before the clock starts; the clock covers the
 /// workers only. At the end, checks that each partition's stored offset is
 /// its last one (once everything is acked, everything is committable).
 pub fn local<W: Watermark>(w: &W, threads: usize, until: Until) -> WatermarkRun {
+    let first = w.first_offset();
     let start = Barrier::new(threads + 1);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -308,7 +397,7 @@ pub fn local<W: Watermark>(w: &W, threads: usize, until: Until) -> WatermarkRun 
                             (_, Some(d)) if Instant::now() >= d => break,
                             _ => {}
                         }
-                        let base = batches * DEPTH as u64;
+                        let base = first + batches * DEPTH as u64;
                         for (i, token) in tokens.iter_mut().enumerate() {
                             *token = Some(w.send(partition, base + i as u64));
                         }
@@ -323,16 +412,19 @@ pub fn local<W: Watermark>(w: &W, threads: usize, until: Until) -> WatermarkRun 
             .collect();
         start.wait();
         let began = Instant::now();
-        let sent: Vec<u64> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+        let joined: Vec<_> = workers.into_iter().map(|h| h.join()).collect();
         let elapsed = began.elapsed();
+        // Stop the committer before a worker's panic is passed on, or the
+        // scope would wait for it forever.
         stop.store(true, Ordering::Relaxed);
+        let sent: Vec<u64> = joined.into_iter().map(|r| r.unwrap()).collect();
         let (mut stored, commits, empty) = committer.join().unwrap();
         stored.extend(w.committable());
         for (t, &records) in sent.iter().enumerate() {
             if records > 0 {
                 assert_eq!(
                     stored.get(&(t as u32)),
-                    Some(&(records - 1)),
+                    Some(&(first + records - 1)),
                     "{}: partition {t} did not reach its last offset",
                     W::NAME
                 );
