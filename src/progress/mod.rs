@@ -240,11 +240,21 @@ impl Progress {
         if self.runs.is_empty() {
             return String::new();
         }
-        let runs = self.encode_runs();
-        match self.encode_bitset() {
-            Some(bitset) if bitset.len() < runs.len() => bitset,
-            _ => runs,
+        // Sized first, so that only the shorter form is built (a run of
+        // 50,000 done offsets is three bytes, and 50,000 bits).
+        let runs = 1 + base64_len(self.runs_bytes());
+        let bitset = self.bitset_bytes().map(|bytes| 1 + base64_len(bytes));
+        match bitset {
+            Some(bitset) if bitset < runs => {
+                self.encode_bitset().unwrap_or_else(|| self.encode_runs())
+            }
+            _ => self.encode_runs(),
         }
+    }
+
+    /// The run form's byte count.
+    fn runs_bytes(&self) -> usize {
+        self.runs.iter().map(|&n| varint_len(n)).sum()
     }
 
     /// The length [`encode`](Self::encode) would return, without building
@@ -253,7 +263,7 @@ impl Progress {
         if self.runs.is_empty() {
             return 0;
         }
-        let runs = 1 + base64_len(self.runs.iter().map(|&n| varint_len(n)).sum());
+        let runs = 1 + base64_len(self.runs_bytes());
         match self.bitset_bytes() {
             Some(bytes) => runs.min(1 + base64_len(bytes)),
             None => runs,
