@@ -148,7 +148,10 @@ fn two_senders_of_one_partition_race_for_its_order() {
             Ok(five) => {
                 tracker.ack(six).unwrap();
                 let mut marks = tracker.committable();
-                assert!(marks.remove("p").is_none(), "the watermark passed 5 unacked");
+                assert!(
+                    marks.remove("p").is_none(),
+                    "the watermark passed 5 unacked"
+                );
                 assert_eq!(tracker.progress()["p"].next(), 5);
                 tracker.ack(five).unwrap();
                 assert_eq!(*tracker.committable()["p"].0, 6);
