@@ -161,3 +161,12 @@ fn from_pending_checks_its_arguments() {
     assert!(Progress::from_pending(5, 4, []).is_none());
     assert_eq!(Progress::from_pending(5, 5, []), Some(Progress::at(5)));
 }
+
+#[test]
+fn a_tag_alone_is_not_the_empty_progress() {
+    // Nothing done beyond `next` is the empty string; a tag with nothing
+    // after it (or a bitset of no offsets) is not what the encoder writes.
+    assert_eq!(Progress::decode(7, ""), Ok(Progress::at(7)));
+    assert_eq!(Progress::decode(7, "R"), Err(DecodeError::NotCanonical));
+    assert_eq!(Progress::decode(7, "BAA"), Err(DecodeError::NotCanonical));
+}

@@ -98,6 +98,18 @@
 //! the records of an advance a revoke took (or dropped) again, in the
 //! `committable_records` of the next call that returns an offset of `p`.
 //!
+//! # Progress trackers
+//!
+//! On a progress tracker (which keeps watermarks) a record's offset is its
+//! position. `send` returns, in this order: `Closed` after `close`;
+//! `OutOfOrder` for the offset `u64::MAX` (no position: refused before the
+//! partition is looked up, so it numbers nothing); `Full` at capacity;
+//! `OutOfOrder` if the partition's current life has a record (whatever
+//! became of it) at or above the offset; else the record is sent. The
+//! metadata budget is large enough ([`BUDGET`](super::BUDGET)) that it
+//! never refuses a send here. What `progress()` reports is in
+//! `progress.rs`.
+//!
 //! # Panics in user code
 //!
 //! The model itself knows no user code. When a planned panic escapes a
@@ -110,8 +122,14 @@
 
 use super::user::{Off, Part};
 use super::{raw_id, Offsets, State};
-use inflight::{BeginFlushError, Committable, FlushError, ResolveError};
+use inflight::{BeginFlushError, Committable, FlushError, ResolveError, NO_POSITION};
 use std::collections::BTreeMap;
+
+/// The raw ticket of a record whose ticket no one got: a progress
+/// tracker's send that published its record, then panicked in its
+/// partition's `Drop`, failed the record. No ticket has tag 0, so it names
+/// no record.
+pub(super) const NO_TICKET: u64 = 0;
 
 /// Whether the model expects the tracker's known deviation from the
 /// contract (see the module docs): `Tracker::revoke` takes the ended life's
@@ -184,6 +202,8 @@ pub(super) enum Refused {
     Closed,
     /// `SendError::Full`.
     Full,
+    /// `SendError::OutOfOrder` (a progress tracker's).
+    OutOfOrder,
 }
 
 /// A flush's phase.
@@ -225,6 +245,8 @@ pub struct Model {
     live: usize,
     capacity: Option<usize>,
     watermarks: bool,
+    /// A progress tracker: sends must rise per partition and life.
+    pub(super) progress: bool,
     /// Partitions in the tracker's numbering.
     pub(super) numbers: Vec<u8>,
     queues: BTreeMap<u8, ModelQueue>,
@@ -247,11 +269,16 @@ pub struct Model {
 }
 
 impl Model {
-    /// A model of a fresh tracker.
-    pub(super) fn new(capacity: Option<usize>, watermarks: bool) -> Self {
+    /// A model of a fresh tracker (a progress tracker keeps watermarks).
+    pub(super) fn new(capacity: Option<usize>, watermarks: bool, progress: bool) -> Self {
+        assert!(
+            watermarks || !progress,
+            "model: progress without watermarks"
+        );
         Self {
             capacity,
             watermarks,
+            progress,
             deviation: REVOKED_COUNTS_REPORTED_AGAIN,
             ..Self::default()
         }
@@ -264,7 +291,7 @@ impl Model {
     }
 
     /// `partition`'s current life.
-    fn life(&self, partition: u8) -> u32 {
+    pub(super) fn life(&self, partition: u8) -> u32 {
         self.lives.get(&partition).copied().unwrap_or(0)
     }
 
@@ -273,16 +300,35 @@ impl Model {
         record.life == self.life(record.partition)
     }
 
-    /// What `send` returns, without the side effect of numbering its
-    /// partition (see [`send`](Self::send)).
-    pub(super) fn send_outcome(&self) -> Result<(), Refused> {
+    /// What `send(partition, offset)` returns, without the side effect of
+    /// numbering its partition (see [`send`](Self::send)).
+    pub(super) fn send_outcome(&self, partition: u8, offset: u64) -> Result<(), Refused> {
         if self.closed {
             Err(Refused::Closed)
+        } else if !self.looks_up(offset) {
+            Err(Refused::OutOfOrder)
         } else if self.capacity.is_some_and(|c| self.live >= c) {
             Err(Refused::Full)
+        } else if self.progress && self.last_in_life(partition).is_some_and(|l| offset <= l) {
+            Err(Refused::OutOfOrder)
         } else {
             Ok(())
         }
+    }
+
+    /// Whether a send of `offset` that `close` let through looks its
+    /// partition up: on a progress tracker, not one of no position.
+    pub(super) fn looks_up(&self, offset: u64) -> bool {
+        !(self.progress && offset == NO_POSITION)
+    }
+
+    /// The offset of `partition`'s last record in its current life (what
+    /// a progress tracker's next send there must exceed).
+    pub(super) fn last_in_life(&self, partition: u8) -> Option<u64> {
+        let life = self.life(partition);
+        (self.records.iter().rev())
+            .find(|r| r.partition == partition && r.life == life)
+            .map(|r| r.offset)
     }
 
     /// Numbers `partition` if it is new: a send that the fast `Closed`
@@ -294,19 +340,27 @@ impl Model {
     }
 
     /// `send` up to its ticket: its outcome, and its partition numbered
-    /// unless the tracker was closed (a `Full` send numbers it too). An
+    /// unless the tracker was closed or (on a progress tracker) the offset
+    /// is no position (a `Full` or `OutOfOrder` send numbers it too). An
     /// accepted record is then entered with [`sent`](Self::sent).
-    pub(super) fn send(&mut self, partition: u8) -> Result<(), Refused> {
-        let outcome = self.send_outcome();
-        if outcome != Err(Refused::Closed) {
+    pub(super) fn send(&mut self, partition: u8, offset: u64) -> Result<(), Refused> {
+        let outcome = self.send_outcome(partition, offset);
+        if !self.closed && self.looks_up(offset) {
             self.number(partition);
         }
         outcome
     }
 
-    /// Enters an accepted record with its ticket; returns its number.
+    /// Enters an accepted record with its ticket ([`NO_TICKET`] for none);
+    /// returns its number.
     pub(super) fn sent(&mut self, partition: u8, offset: u64, raw: u64) -> usize {
         let life = self.life(partition);
+        if self.progress {
+            assert!(
+                self.last_in_life(partition).is_none_or(|l| l < offset),
+                "model: a progress tracker's record out of order"
+            );
+        }
         self.records.push(Record {
             partition,
             offset,
@@ -530,11 +584,21 @@ impl Model {
 
     /// This tracker's id, once it issued a ticket.
     pub(super) fn id(&self) -> Option<u8> {
-        self.records.first().map(|r| raw_id(r.raw))
+        (self.records.iter())
+            .find(|r| r.raw != NO_TICKET)
+            .map(|r| raw_id(r.raw))
+    }
+
+    /// The record whose ticket is `raw`, if any.
+    pub(super) fn record_of(&self, raw: u64) -> Option<usize> {
+        if raw == NO_TICKET {
+            return None;
+        }
+        self.records.iter().position(|r| r.raw == raw)
     }
 
     pub(super) fn expect_raw(&self, raw: u64) -> Expect {
-        if let Some(id) = self.records.iter().position(|r| r.raw == raw) {
+        if let Some(id) = self.record_of(raw) {
             return match self.records[id].state {
                 State::Live => Expect::Resolves(id),
                 State::Acked | State::Failed => Expect::Error(ResolveError::AlreadyResolved),

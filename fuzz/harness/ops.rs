@@ -10,7 +10,10 @@
 //! the model as follows (guarantee 14):
 //!
 //! - `send` (unless the tracker is closed: its first check runs nothing)
-//!   may run the `Hash` and `Eq` of partitions (its own, and a known one
+//!   may run, on a progress tracker, the `Clone` of its offset and
+//!   `SeqOffset::seq` of that clone, first (a panic there sends, numbers
+//!   and takes nothing; an offset of no position is refused then, before
+//!   anything else runs); then the `Hash` and `Eq` of partitions (its own, and a known one
 //!   it is compared with), the `Clone` of its partition if that is new (the
 //!   index keeps a clone), the `Drop` of any offset an earlier record left
 //!   in the slot it reuses (offsets of resolved records are dropped only
@@ -18,7 +21,12 @@
 //!   `Drop` of its partition argument if it is accepted. A panicked send
 //!   sends, counts and takes nothing; a new partition is numbered if the
 //!   panic came from a `Drop` (the lookup had finished), not if it came
-//!   from `Hash`, `Eq` or `Clone`.
+//!   from `Hash`, `Eq` or `Clone`. Except on a progress tracker, whose
+//!   send drops its partition argument after publishing the record: a
+//!   panic there fails the record (no ticket comes back), which the model
+//!   enters as sent and failed.
+//! - `progress` may run the `Clone`, `Hash` and `Eq` of the partitions it
+//!   reports (see `progress.rs`).
 //! - `committable` and `committable_with_stats` may run the `Clone`, `Hash`
 //!   and `Eq` of the partitions they return, the `Clone` of the offsets
 //!   they return, and (with statistics) the `Clone` of the stopped and
@@ -46,54 +54,26 @@
 //! ([`Sim::finish`]), then drops the tracker: every partition and offset
 //! made must have been dropped exactly once.
 
-use super::model::{plain, Expect, Model, ModelCommittable, Phase, Refused};
+use super::model::{plain, Model, ModelCommittable, Phase, Refused, NO_TICKET};
+use super::progress::Reports;
+use super::resolve::Which;
 use super::user::{self, Act, Off, Part};
-use super::{build_tracker, peek_raw, pick_setup, raw_id, State, MAX_OPS, PARTITIONS};
+use super::{build_setup, peek_raw, pick_ops_setup, raw_id, Setup, State, MAX_OPS, PARTITIONS};
 use arbitrary::{Arbitrary, Unstructured};
-use inflight::{Flush, ResolveError, SendError, Ticket, Tracker};
+use inflight::{Flush, SendError, Ticket, Tracker};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
-
-/// Which ticket a resolution uses.
-#[derive(Arbitrary, Debug, Clone)]
-pub enum Which {
-    /// The i-th live `Ticket` (modulo their number), by `ack` / `fail`.
-    Ticket(u8),
-    /// The i-th live raw ticket (from `Ticket::into_raw`).
-    Raw(u8),
-    /// The raw ticket of the i-th resolved record: stale.
-    Stale(u8),
-    /// Any `u64`.
-    Any(u64),
-    /// The raw ticket of the i-th record ever sent, its slot index xored
-    /// and its tag moved: a near miss (or a hit).
-    Near {
-        /// Which record (modulo the number sent).
-        base: u8,
-        /// Xored into the slot index.
-        index_xor: u8,
-        /// Added to the tag.
-        tag_delta: i8,
-    },
-    /// This tracker's id with a chosen slot and tag.
-    Forged {
-        /// The slot index.
-        index: u16,
-        /// The tag.
-        tag: u32,
-    },
-    /// A live ticket of another tracker, by `ack` / `fail`.
-    Foreign,
-}
 
 /// One step of `run_ops`.
 #[derive(Arbitrary, Debug, Clone)]
 pub enum Op {
-    /// `send(partition % 4, offset)`.
+    /// `send(partition % 4, offset)`; on a progress tracker the offset is
+    /// [`offset_of`](super::offset_of)`(offset, ..)`: mostly above the
+    /// partition's last, sometimes not, or where a restart resumes.
     Send {
         /// Partition, modulo 4.
         partition: u8,
-        /// Offset.
+        /// Offset (on a progress tracker, the code of one).
         offset: u8,
     },
     /// `ack` (or `fail`) of a ticket, or `ack_raw` (or `fail_raw`) of a raw one.
@@ -143,6 +123,8 @@ pub enum Op {
         /// Arms only below 64.
         chance: u8,
     },
+    /// `progress()`, checked against the model (see `progress.rs`).
+    Progress,
 }
 
 /// A planned panic that escaped a call of `run_op_list`.
@@ -152,7 +134,7 @@ pub struct Fired {
     /// past its end into the final steps).
     pub step: usize,
     /// The call: `send`, `committable`, `committable_with_stats`, `wait`,
-    /// `revoke` or `drain_partition`.
+    /// `revoke`, `drain_partition` or `progress`.
     pub call: &'static str,
     /// What panicked.
     pub act: Act,
@@ -162,16 +144,16 @@ pub struct Fired {
 
 /// A tracker and the model, driven in lockstep.
 pub(super) struct Sim<'t> {
-    tracker: &'t Tracker<Part, Off>,
+    pub(super) tracker: &'t Tracker<Part, Off>,
     /// Another tracker, whose tickets `tracker` must refuse.
-    foreign: &'t Tracker<u8, u64>,
-    foreign_sent: usize,
+    pub(super) foreign: &'t Tracker<u8, u64>,
+    pub(super) foreign_sent: usize,
     flush: Option<Flush<'t, Part, Off>>,
     /// Tickets held as `Ticket`, with their record number: live, or of a
     /// record a revoke released.
     pub(super) tickets: Vec<(Ticket, usize)>,
     /// Records whose ticket is held as a raw value: live, or released.
-    raws: Vec<usize>,
+    pub(super) raws: Vec<usize>,
     /// Offset values the tracker kept (it may drop them in any later send).
     kept: HashSet<u64>,
     /// The planned panics that escaped, in order.
@@ -179,12 +161,18 @@ pub(super) struct Sim<'t> {
     /// Steps begun.
     steps: usize,
     /// What the calls returned, by step, when tracing ([`run_op_list_traced`]).
-    trace: Option<Vec<(usize, String)>>,
-    model: Model,
+    pub(super) trace: Option<Vec<(usize, String)>>,
+    pub(super) model: Model,
+    /// What `progress()` reported (see `progress.rs`).
+    pub(super) reports: Reports,
 }
 
 impl<'t> Sim<'t> {
-    pub(super) fn new(tracker: &'t Tracker<Part, Off>, foreign: &'t Tracker<u8, u64>) -> Self {
+    pub(super) fn new(
+        tracker: &'t Tracker<Part, Off>,
+        foreign: &'t Tracker<u8, u64>,
+        progress: bool,
+    ) -> Self {
         let (capacity, watermarks) = (tracker.capacity(), tracker.has_watermarks());
         Self {
             tracker,
@@ -197,7 +185,8 @@ impl<'t> Sim<'t> {
             fired: Vec::new(),
             steps: 0,
             trace: None,
-            model: Model::new(capacity, watermarks),
+            model: Model::new(capacity, watermarks, progress),
+            reports: Reports::default(),
         }
     }
 
@@ -214,60 +203,15 @@ impl<'t> Sim<'t> {
         assert_eq!(self.foreign.in_flight(), self.foreign_sent);
     }
 
-    /// Bookkeeping once record `id` was resolved in both.
-    fn resolved(&mut self, id: usize, fail: bool) {
-        self.model.resolve(id, fail);
-        self.tickets.retain(|(_, r)| *r != id);
-        self.raws.retain(|r| *r != id);
-    }
-
-    fn resolve_raw(&mut self, raw: u64, fail: bool) {
-        let expect = self.model.expect_raw(raw);
-        let result = user::no_user_code("ack_raw / fail_raw", || {
-            if fail {
-                self.tracker.fail_raw(raw)
-            } else {
-                self.tracker.ack_raw(raw)
-            }
-        });
-        self.judge(raw, expect, result, fail);
-    }
-
-    fn judge(&mut self, raw: u64, expect: Expect, result: Result<(), ResolveError>, fail: bool) {
-        if self.trace.is_some() {
-            let verb = if fail { "fail" } else { "ack" };
-            let what = match self.model.records.iter().position(|r| r.raw == raw) {
-                Some(id) => format!("{verb} #{id} = {result:?}"),
-                None => format!("{verb} {raw:#x} = {result:?}"),
-            };
-            self.note(|| what);
-        }
-        match expect {
-            Expect::Resolves(id) => {
-                assert_eq!(result, Ok(()), "raw {raw:#x} of live record {id}");
-                self.resolved(id, fail);
-            }
-            Expect::Error(error) => assert_eq!(result, Err(error), "raw {raw:#x}"),
-            Expect::AnyError => assert!(result.is_err(), "forged raw {raw:#x} resolved"),
-            Expect::Released => assert!(
-                matches!(
-                    result,
-                    Err(ResolveError::Revoked | ResolveError::AlreadyResolved)
-                ),
-                "raw {raw:#x} of a released record: {result:?}"
-            ),
-        }
-    }
-
     /// Notes what a call returned, when tracing.
-    fn note(&mut self, what: impl FnOnce() -> String) {
+    pub(super) fn note(&mut self, what: impl FnOnce() -> String) {
         if let Some(trace) = &mut self.trace {
             trace.push((self.steps - 1, what()));
         }
     }
 
     /// Notes a planned panic that escaped `call`.
-    fn fired(&mut self, call: &'static str, (act, value): (Act, u64)) {
+    pub(super) fn fired(&mut self, call: &'static str, (act, value): (Act, u64)) {
         let step = self.steps - 1;
         self.fired.push(Fired {
             step,
@@ -281,7 +225,13 @@ impl<'t> Sim<'t> {
         self.steps += 1;
         match op {
             Op::Send { partition, offset } => {
-                self.send(partition % PARTITIONS, u64::from(*offset));
+                let partition = partition % PARTITIONS;
+                let offset = if self.model.progress {
+                    self.progress_offset(partition, *offset)
+                } else {
+                    u64::from(*offset)
+                };
+                self.send(partition, offset);
             }
             Op::Resolve { which, fail } => self.resolve(which, *fail),
             Op::IntoRaw(i) => {
@@ -349,17 +299,18 @@ impl<'t> Sim<'t> {
                     user::arm(*act, value.into());
                 }
             }
+            Op::Progress => self.progress(),
         }
         self.check(op);
     }
 
     fn send(&mut self, partition: u8, offset: u64) {
-        let outcome = self.model.send_outcome();
+        let outcome = self.model.send_outcome(partition, offset);
         let real = user::call(|| self.tracker.send(Part::new(partition), Off::new(offset)));
         let ticket = match real {
             Err(fired) => {
                 assert!(
-                    self.send_may_run(partition, outcome, fired),
+                    self.send_may_run(partition, offset, outcome, fired),
                     "send({partition}, {offset}) ran the planned {fired:?} panic \
                      (outcome {outcome:?}, partitions {:?})",
                     self.model.numbers
@@ -370,15 +321,22 @@ impl<'t> Sim<'t> {
                     self.model.number(partition);
                 }
                 if fired.0 == Act::PartitionDrop {
-                    // Backed out after installing the offset: it stays in
-                    // the slot until the slot's reuse.
+                    // Backed out after installing the offset (or, on a
+                    // progress tracker, failed after publishing it): it
+                    // stays in the slot until the slot's reuse.
                     self.kept.insert(offset);
+                }
+                if fired.0 == Act::PartitionDrop && self.model.progress {
+                    // Published, then failed: sent, with no ticket.
+                    let id = self.model.sent(partition, offset, NO_TICKET);
+                    self.model.resolve(id, true);
+                    self.note(|| format!("send #{id}, failed by its partition's Drop"));
                 }
                 return;
             }
             Ok(real) => real,
         };
-        let expected = self.model.send(partition);
+        let expected = self.model.send(partition, offset);
         match (ticket, expected) {
             (Ok(ticket), Ok(())) => {
                 let raw = peek_raw(&ticket);
@@ -399,6 +357,7 @@ impl<'t> Sim<'t> {
                 let refused = match error {
                     SendError::Full(..) => Refused::Full,
                     SendError::Closed(..) => Refused::Closed,
+                    SendError::OutOfOrder(..) => Refused::OutOfOrder,
                     other => panic!("send: unexpected {other:?}"),
                 };
                 assert_eq!(refused, expected, "send");
@@ -418,20 +377,30 @@ impl<'t> Sim<'t> {
         }
     }
 
-    /// Whether `send(partition, _)` with this `outcome` may run the user
-    /// code that panicked (see the module docs).
-    fn send_may_run(&self, partition: u8, outcome: Result<(), Refused>, fired: (Act, u64)) -> bool {
+    /// Whether `send(partition, offset)` with this `outcome` may run the
+    /// user code that panicked (see the module docs).
+    fn send_may_run(
+        &self,
+        partition: u8,
+        offset: u64,
+        outcome: Result<(), Refused>,
+        fired: (Act, u64),
+    ) -> bool {
         let (act, value) = fired;
         let numbered = (self.model.numbers.iter()).any(|&p| u64::from(p) == value);
         let own = value == u64::from(partition);
+        // On a progress tracker: the offset's position first, and nothing
+        // else for an offset of no position.
+        let position = self.model.progress && value == offset;
+        let looks_up = self.model.looks_up(offset);
         !self.model.closed
             && match act {
-                Act::PartitionHash => own,
-                Act::PartitionEq => own || numbered,
-                Act::PartitionClone => own && !numbered,
+                Act::OffsetClone | Act::OffsetSeq => position,
+                Act::PartitionHash => looks_up && own,
+                Act::PartitionEq => looks_up && (own || numbered),
+                Act::PartitionClone => looks_up && own && !numbered,
                 Act::PartitionDrop => own && outcome.is_ok(),
-                Act::OffsetDrop => self.kept.contains(&value),
-                Act::OffsetClone => false,
+                Act::OffsetDrop => looks_up && self.kept.contains(&value),
             }
     }
 
@@ -588,90 +557,14 @@ impl<'t> Sim<'t> {
         }
     }
 
-    fn resolve(&mut self, which: &Which, fail: bool) {
-        match which {
-            Which::Ticket(i) => {
-                if self.tickets.is_empty() {
-                    return;
-                }
-                let (ticket, id) = self.tickets.swap_remove(*i as usize % self.tickets.len());
-                let raw = self.model.records[id].raw;
-                let expect = self.model.expect_raw(raw);
-                let result = user::no_user_code("ack / fail", || {
-                    if fail {
-                        self.tracker.fail(ticket)
-                    } else {
-                        self.tracker.ack(ticket)
-                    }
-                });
-                match expect {
-                    Expect::Resolves(_) | Expect::Released => {}
-                    other => panic!("model: ticket of record {id} expects {other:?}"),
-                }
-                self.judge(raw, expect, result, fail);
-            }
-            Which::Raw(i) => {
-                if let Some(&id) = self.raws.get(*i as usize % self.raws.len().max(1)) {
-                    self.resolve_raw(self.model.records[id].raw, fail);
-                }
-            }
-            Which::Stale(i) => {
-                let stale: Vec<u64> = (self.model.records.iter())
-                    .filter(|r| r.state != State::Live)
-                    .map(|r| r.raw)
-                    .collect();
-                if let Some(&raw) = stale.get(*i as usize % stale.len().max(1)) {
-                    let expect = self.model.expect_raw(raw);
-                    assert!(
-                        matches!(
-                            expect,
-                            Expect::Error(ResolveError::AlreadyResolved) | Expect::Released
-                        ),
-                        "model: stale {raw:#x} expects {expect:?}"
-                    );
-                    self.resolve_raw(raw, fail);
-                }
-            }
-            Which::Any(raw) => self.resolve_raw(*raw, fail),
-            Which::Near {
-                base,
-                index_xor,
-                tag_delta,
-            } => {
-                let records = &self.model.records;
-                if let Some(record) = records.get(*base as usize % records.len().max(1)) {
-                    let raw = record.raw ^ (u64::from(*index_xor) << 32);
-                    let tag = (raw as u32).wrapping_add(*tag_delta as i32 as u32);
-                    self.resolve_raw((raw & !0xffff_ffff) | u64::from(tag), fail);
-                }
-            }
-            Which::Forged { index, tag } => {
-                let id = u64::from(self.model.id().unwrap_or(0));
-                self.resolve_raw(id << 56 | u64::from(*index) << 32 | u64::from(*tag), fail);
-            }
-            Which::Foreign => {
-                let offset = self.foreign_sent as u64;
-                let ticket = self.foreign.send(0, offset).expect("foreign send");
-                self.foreign_sent += 1;
-                let raw = peek_raw(&ticket);
-                let expect = self.model.expect_raw(raw);
-                let result = user::no_user_code("ack / fail of a foreign ticket", || {
-                    if fail {
-                        self.tracker.fail(ticket)
-                    } else {
-                        self.tracker.ack(ticket)
-                    }
-                });
-                self.judge(raw, expect, result, fail);
-            }
-        }
-    }
-
     /// Disarms, resolves everything still in flight (acks; a released
     /// record's ticket answers `Revoked`), then a final flush must drain it
     /// and, unless a record of a current life failed, commit; a last flush
     /// is empty. Then every partition drains at once, and revoking each
     /// releases nothing and hands over nothing (`committable` took it all).
+    /// `progress()` is checked once everything is resolved, and after the
+    /// revokes (which leave no record in any current life: it reports
+    /// nothing).
     pub(super) fn finish(&mut self) {
         user::disarm();
         let mut ops = vec![Op::Abort];
@@ -697,6 +590,7 @@ impl<'t> Sim<'t> {
         assert_eq!(self.tracker.in_flight(), 0);
         // Everything resolved: the watermarks have passed every record.
         self.step(&Op::Committable { stats: true });
+        self.step(&Op::Progress);
         for _ in 0..2 {
             self.step(&Op::BeginFlush);
             self.step(&Op::Wait);
@@ -722,6 +616,7 @@ impl<'t> Sim<'t> {
             self.step(&Op::Revoke(partition));
         }
         self.step(&Op::Committable { stats: true });
+        self.step(&Op::Progress);
     }
 }
 
@@ -734,25 +629,36 @@ fn offsets_may_run(offsets: &super::Offsets, (act, value): (Act, u64)) -> bool {
     match act {
         Act::PartitionHash | Act::PartitionEq | Act::PartitionClone => partition,
         Act::OffsetClone => offset,
-        Act::PartitionDrop | Act::OffsetDrop => false,
+        Act::PartitionDrop | Act::OffsetDrop | Act::OffsetSeq => false,
     }
 }
 
 /// The `ops` target: an arbitrary operation sequence, real against model.
-#[allow(dead_code)] // `tests/fuzz_replay.rs` calls `run_ops_fired`
+#[allow(dead_code)] // `tests/fuzz_replay.rs` calls `run_ops_traced`
 pub fn run_ops(data: &[u8]) {
-    run_ops_fired(data);
+    let (setup, ops) = decode_ops(data);
+    with_sim(setup, |sim| {
+        for op in &ops {
+            sim.step(op);
+        }
+    });
 }
 
-/// [`run_ops`], returning the planned panics that escaped.
-pub fn run_ops_fired(data: &[u8]) -> Vec<Fired> {
+/// [`run_ops`], tracing what each call returned (see [`Traced`]).
+pub fn run_ops_traced(data: &[u8]) -> Traced {
+    let (setup, ops) = decode_ops(data);
+    run_setup_ops(setup, false, &ops)
+}
+
+/// The setup and ops of an `ops` input.
+fn decode_ops(data: &[u8]) -> (Setup, Vec<Op>) {
     let mut u = Unstructured::new(data);
-    let (capacity, watermarks) = pick_setup(&mut u, 16);
+    let setup = pick_ops_setup(&mut u, 16);
     let ops: Vec<Op> = u
         .arbitrary_iter::<Op>()
         .map(|iter| iter.take(MAX_OPS).map_while(Result::ok).collect())
         .unwrap_or_default();
-    run_op_list(capacity, watermarks, &ops)
+    (setup, ops)
 }
 
 /// Runs `ops` on a tracker of `capacity`, with or without `watermarks` (and
@@ -760,7 +666,7 @@ pub fn run_ops_fired(data: &[u8]) -> Vec<Fired> {
 /// Panics on any disagreement, and unless every partition and offset made
 /// was dropped exactly once. Returns the planned panics that escaped.
 pub fn run_op_list(capacity: Option<usize>, watermarks: bool, ops: &[Op]) -> Vec<Fired> {
-    with_sim(capacity, watermarks, |sim| {
+    with_sim(Setup::new(capacity, watermarks), |sim| {
         for op in ops {
             sim.step(op);
         }
@@ -775,7 +681,8 @@ pub struct Traced {
     /// What the calls returned (tracker and model agreeing), by step: `send
     /// #id`, `ack #id = Ok(())`, `revoke(0) = (1, Some(2))`, `committable =
     /// {..}, n records, stopped [..]`, `wait = ..`, `drain = ..`,
-    /// `drain_partition(0) = ..`.
+    /// `drain_partition(0) = ..`, `send = OutOfOrder`, `progress = {0:
+    /// Progress { .. }}`.
     pub trace: Vec<(usize, String)>,
 }
 
@@ -799,11 +706,21 @@ pub fn run_op_list_traced(
     exact: bool,
     ops: &[Op],
 ) -> Traced {
+    run_setup_ops(Setup::new(capacity, watermarks), exact, ops)
+}
+
+/// [`run_op_list_traced`] on a tracker of any [`Setup`] (a progress
+/// tracker, say). With `exact`, the model expects neither of the tracker's
+/// known deviations
+/// ([`PROGRESS_PANIC_LOSES_REPORTS`](super::PROGRESS_PANIC_LOSES_REPORTS)
+/// is the other).
+pub fn run_setup_ops(setup: Setup, exact: bool, ops: &[Op]) -> Traced {
     let mut trace = Vec::new();
-    let fired = with_sim(capacity, watermarks, |sim| {
+    let fired = with_sim(setup, |sim| {
         sim.trace = Some(Vec::new());
         if exact {
             sim.model.expect_deviation(false);
+            sim.reports.expect_deviation(false);
         }
         for op in ops {
             sim.step(op);
@@ -816,17 +733,13 @@ pub fn run_op_list_traced(
 /// Runs `f` on a simulator of a fresh tracker, then finishes it, drops the
 /// tracker and checks that every value made was dropped exactly once.
 /// Returns the planned panics that escaped.
-pub(super) fn with_sim(
-    capacity: Option<usize>,
-    watermarks: bool,
-    f: impl FnOnce(&mut Sim<'_>),
-) -> Vec<Fired> {
+pub(super) fn with_sim(setup: Setup, f: impl FnOnce(&mut Sim<'_>)) -> Vec<Fired> {
     user::reset();
-    let tracker = build_tracker::<Part, Off>(capacity, watermarks);
-    assert_eq!(tracker.capacity(), capacity);
-    assert_eq!(tracker.has_watermarks(), watermarks);
+    let tracker = build_setup::<Part, Off>(setup);
+    assert_eq!(tracker.capacity(), setup.capacity);
+    assert_eq!(tracker.has_watermarks(), setup.watermarks);
     let foreign = Tracker::new();
-    let mut sim = Sim::new(&tracker, &foreign);
+    let mut sim = Sim::new(&tracker, &foreign, setup.progress);
     f(&mut sim);
     sim.finish();
     let fired = std::mem::take(&mut sim.fired);

@@ -5,8 +5,9 @@
 //! the model; its partitions and offsets are the user types of `user.rs`,
 //! never armed.
 
-use super::ops::{with_sim, Op, Which};
-use super::MAX_OPS;
+use super::ops::{with_sim, Op};
+use super::resolve::Which;
+use super::{Setup, MAX_OPS};
 use arbitrary::{Arbitrary, Unstructured};
 
 /// A hostile (or, for `Live`, genuine) raw ticket for `run_raw_tickets`.
@@ -55,7 +56,7 @@ pub fn run_raw_tickets(data: &[u8]) {
     let Ok(setup) = RawSetup::arbitrary_take_rest(Unstructured::new(data)) else {
         return;
     };
-    with_sim(None, false, |sim| {
+    with_sim(Setup::default(), |sim| {
         for &(partition, offset, fate) in setup.covered.iter().take(256) {
             sim.step(&Op::Send { partition, offset });
             let last = (sim.tickets.len() - 1) as u8;

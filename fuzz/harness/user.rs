@@ -3,12 +3,12 @@
 //! that the `ops` and `raw_tickets` targets run the tracker with.
 //!
 //! One planned panic at a time is *armed* ([`arm`]): an [`Act`] (the
-//! `Hash`, `Eq`, `Clone` or `Drop` of a partition, or the `Clone` or `Drop`
-//! of an offset) on a value. The next such call on a value equal to it
-//! panics, once, and disarms. Only the values the harness passes to `send`
-//! (*originals*) panic in `Drop`: the clones the tracker hands out are
-//! dropped by the harness itself, and so are the originals a refused send
-//! hands back ([`Part::defuse`], [`Off::defuse`]).
+//! `Hash`, `Eq`, `Clone` or `Drop` of a partition, or the `Clone`, `Drop`
+//! or [`SeqOffset::seq`] of an offset) on a value. The next such call on a
+//! value equal to it panics, once, and disarms. Only the values the harness
+//! passes to `send` (*originals*) panic in `Drop`: the clones the tracker
+//! hands out are dropped by the harness itself, and so are the originals a
+//! refused send hands back ([`Part::defuse`], [`Off::defuse`]).
 //!
 //! This module also keeps, per thread:
 //!
@@ -19,11 +19,12 @@
 //! - the planned panic that fired, so that [`call`] can tell it from any
 //!   other panic (which it passes on: a crash).
 //!
-//! An offset's canary lives on the heap: `Drop` poisons it, `Clone` and
-//! [`Off::get`] check it, so a use after drop is caught (by the assertion,
+//! An offset's canary lives on the heap: `Drop` poisons it, `Clone`, `seq`
+//! and [`Off::get`] check it, so a use after drop is caught (by the assertion,
 //! or, freed, by AddressSanitizer in the fuzz build).
 
 use arbitrary::Arbitrary;
+use inflight::SeqOffset;
 use std::any::Any;
 use std::cell::Cell;
 use std::fmt;
@@ -46,6 +47,9 @@ pub enum Act {
     OffsetClone,
     /// `Drop` of an offset passed to `send`.
     OffsetDrop,
+    /// `SeqOffset::seq` of an offset (a progress tracker's send reads its
+    /// offset's position from a clone).
+    OffsetSeq,
 }
 
 impl Act {
@@ -260,8 +264,9 @@ impl fmt::Debug for Part {
 const CANARY: u64 = 0x5afe_c0de;
 const POISON: u64 = 0xdead_dead;
 
-/// An offset: a `u64` whose `Clone` and (for an original) `Drop` may
-/// panic, with a heap canary that `Drop` poisons.
+/// An offset: a `u64` whose `Clone`, `SeqOffset::seq` and (for an
+/// original) `Drop` may panic, with a heap canary that `Drop` poisons. Its
+/// position is its value (`u64::MAX` is `NO_POSITION`).
 pub struct Off {
     value: u64,
     canary: Box<u64>,
@@ -319,6 +324,14 @@ impl Drop for Off {
         } else {
             note();
         }
+    }
+}
+
+impl SeqOffset for Off {
+    fn seq(self) -> u64 {
+        self.check("seq");
+        hit(Act::OffsetSeq, self.value);
+        self.value
     }
 }
 

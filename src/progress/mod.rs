@@ -366,6 +366,10 @@ impl Progress {
             }
             _ => return Err(DecodeError::UnknownVersion),
         };
+        if runs.is_empty() {
+            // Nothing done beyond `next` is the empty string, not a tag.
+            return Err(DecodeError::NotCanonical);
+        }
         let mut total = next;
         for &len in &runs {
             total = total.checked_add(len).ok_or(DecodeError::Overflow)?;

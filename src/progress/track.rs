@@ -135,6 +135,7 @@ where
             return out;
         };
         let mut walk = Walk::default();
+        let mut reported = Vec::new();
         for number in 0..self.partitions.numbered() {
             let Some(lifecycle) = self.partitions.lifecycle(number) else {
                 continue;
@@ -151,14 +152,17 @@ where
             if watermarks.seen(number) == fingerprint {
                 continue;
             }
-            // User code (`Clone` of the key) before the fingerprint moves:
-            // if it panics, the change is still reported next time.
-            let Some(partition) = self.partitions.key(number).cloned() else {
+            let Some(partition) = self.partitions.key(number) else {
                 continue;
             };
-            if watermarks.swap_seen(number, fingerprint) != fingerprint {
-                out.insert(partition, progress);
-            }
+            // User code: the key's `Clone`, `Hash` and `Eq`.
+            out.insert(partition.clone(), progress);
+            reported.push((number, fingerprint));
+        }
+        // Only once every key is in the map: if user code panicked above,
+        // no fingerprint moved, and the next call reports every change.
+        for (number, fingerprint) in reported {
+            watermarks.swap_seen(number, fingerprint);
         }
         out
     }
