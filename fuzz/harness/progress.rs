@@ -75,12 +75,11 @@ use std::collections::BTreeMap;
 /// budget never refuses a send there (see the module docs).
 pub const BUDGET: usize = 1 << 20;
 
-/// Whether the harness expects the tracker's known deviation (see the
+/// Whether the harness expects the tracker's old deviation (see the
 /// module docs): a `progress()` call that panics in user code loses the
 /// changes of the partitions it had marked reported before the panic.
-/// `progress_panic_loses_reports_is_still_a_deviation` in
-/// `tests/fuzz_replay.rs` fails once the tracker keeps the contract, to have
-/// it set to `false`.
+/// `false` since the fix; `progress_panic_loses_no_report` in
+/// `tests/fuzz_lifecycle.rs` fails if it disagrees with the tracker.
 pub const PROGRESS_PANIC_LOSES_REPORTS: bool = false;
 
 /// The offset `Op::Send` sends on a progress tracker, from its offset byte
