@@ -12,7 +12,7 @@ use loom::thread;
 use std::collections::HashMap;
 
 mod common;
-use common::run_model;
+use common::{run_model, run_model_bounded};
 
 #[derive(Clone, Debug)]
 struct Seq(Arc<u64>);
@@ -166,5 +166,57 @@ fn two_senders_of_one_partition_race_for_its_order() {
             Err(e) => panic!("unexpected {e:?}"),
         }
         assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// P4. A walk that loses its place: `progress()` races acks that let the
+/// watermark pass the records it is reading, and a send that reuses a
+/// freed slot for a new record of the partition. The walk's predecessor
+/// check must send it back to the start rather than read the new record
+/// as the old one's successor: whatever the call returns, an offset it
+/// reports done was acked (its ack began), offset 3 (in flight) is never
+/// done, and after the race the progress is `next` 3.
+#[test]
+fn progress_vs_acks_and_slot_reuse() {
+    // Bound capped at 2: at 3 it is 650,000 executions (4 to 5 minutes);
+    // at 2 it still fails at once without the walk's fence (mutant
+    // `unfenced_walk`).
+    run_model_bounded("progress_vs_acks_and_slot_reuse", 2, || {
+        let tracker = progress_tracker();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let one = tracker.send("p", seq(1)).unwrap();
+        let two = tracker.send("p", seq(2)).unwrap();
+        tracker.ack(zero).unwrap(); // the watermark's head is now offset 0
+        let flags = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let (t2, f2) = (tracker.clone(), flags.clone());
+        let other = thread::spawn(move || {
+            f2[0].store(true, Ordering::Release);
+            t2.ack(one).unwrap(); // passes 1: offset 0's slot is freed
+            f2[1].store(true, Ordering::Release);
+            t2.ack(two).unwrap();
+            t2.send("p", seq(3)).unwrap() // may reuse offset 0's slot
+        });
+        let mut latest = None;
+        fold(&mut latest, tracker.progress());
+        let (one_started, two_started) = (
+            flags[0].load(Ordering::Acquire),
+            flags[1].load(Ordering::Acquire),
+        );
+        if let Some(during) = &latest {
+            assert!(!during.is_done(3), "3 is in flight: {during:?}");
+            if during.is_done(1) || during.next() > 1 {
+                assert!(one_started, "1 reported done before its ack: {during:?}");
+            }
+            if during.is_done(2) || during.next() > 2 {
+                assert!(two_started, "2 reported done before its ack: {during:?}");
+            }
+        }
+        let three = other.join().unwrap();
+        fold(&mut latest, tracker.progress());
+        let after = latest.clone().unwrap();
+        assert_eq!(after.next(), 3, "{after:?}");
+        tracker.ack(three).unwrap();
+        fold(&mut latest, tracker.progress());
+        assert_eq!(latest.unwrap().next(), 4);
     });
 }

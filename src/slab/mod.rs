@@ -72,8 +72,8 @@ mod record;
 
 use crate::pages::Pages;
 use crate::sync::{
-    stack, thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Ordering,
-    UnsafeCell, FREE_SHARDS, LOCAL_THREADS,
+    fence, stack, thread_index, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded,
+    Ordering, UnsafeCell, FREE_SHARDS, LOCAL_THREADS,
 };
 use crate::ticket::MAX_SLOTS;
 use crate::ResolveError;

@@ -29,11 +29,6 @@ impl<O> Slab<O> {
             0 => 1,
             t => t,
         };
-        // Relaxed, all three: private until the Release publish (or a
-        // Release cell CAS or queue link that makes it reachable as held).
-        slot.link.store(partition, Ordering::Relaxed);
-        slot.life.store(life, Ordering::Relaxed);
-        slot.next_queued.store(0, Ordering::Relaxed);
         // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
         let remembers = previous_state & REMEMBERS;
         // A swap, not a store: a revoke's `touch` may precede it, and the
@@ -44,6 +39,17 @@ impl<O> Slab<O> {
             (u64::from(next) << 32) | holds | FREE | remembers,
             Ordering::Relaxed,
         );
+        // Release fence: the new tag before the fields below, for a progress
+        // walk that reads a slot without holding it (`watermark::order`):
+        // if it reads any of them (or the position the send stores next), its
+        // Acquire fence makes its check of the state see the new tag, and it
+        // drops what it read. Free on x86, where the swap is a full barrier.
+        fence(Ordering::Release);
+        // Relaxed, all three: private until the Release publish (or a
+        // Release cell CAS or queue link that makes it reachable as held).
+        slot.link.store(partition, Ordering::Relaxed);
+        slot.life.store(life, Ordering::Relaxed);
+        slot.next_queued.store(0, Ordering::Relaxed);
         next
     }
 

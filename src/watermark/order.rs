@@ -59,6 +59,7 @@
 use super::*;
 use crate::progress::budget;
 use crate::slab::Slot;
+use crate::sync::fence;
 
 /// Each slot's record's position, on a progress tracker.
 pub(crate) type Seqs = Pages<AtomicU64, 32, 20>;
@@ -112,12 +113,24 @@ struct Held<'a, O> {
     tag: u32,
 }
 
+/// The walk's half of a seqlock-like check. An Acquire fence between its
+/// reads of a slot's fields and the load that checks them: if a read saw a
+/// field a later user of the slot wrote (after its Release fence, see
+/// `Slab::prepare`), the check sees that user's tag, or the released hold
+/// that had to come before the slot's reuse, and fails.
+fn check_point() {
+    // Mutant `unfenced_walk` (loom suite only): no fence, so a check may
+    // pass on a stale state after reading a reused slot's new fields.
+    #[cfg(not(inflight_mutant = "unfenced_walk"))]
+    fence(Ordering::Acquire);
+}
+
 impl<O> Held<'_, O> {
-    /// Still queued with the tag seen: not yet passed beyond.
+    /// Still queued with the tag seen: not yet passed beyond. Call after
+    /// reading what the check vouches for (see [`check_point`]).
     fn still_queued(&self) -> bool {
-        // Acquire (inside `state`): orders our earlier reads of its
-        // successor before this check (and sees a release of its hold made
-        // before).
+        check_point();
+        // Acquire (inside `state`): sees a release of its hold made before.
         let state = self.slot.state();
         tag(state) == self.tag && state & QUEUED != 0
     }
@@ -203,8 +216,11 @@ impl Watermarks {
                 // successor's, not a later user's of the slot.
                 let valid = match &held {
                     Some(held) => held.still_queued(),
-                    // Acquire: as above; still 0, nothing was passed.
-                    None => queue.last.load(Ordering::Acquire) == 0,
+                    None => {
+                        check_point();
+                        // Acquire: as above; still 0, nothing was passed.
+                        queue.last.load(Ordering::Acquire) == 0
+                    }
                 };
                 if !valid {
                     continue 'start;
