@@ -92,9 +92,9 @@ pub(crate) struct Walk {
     pub(crate) stopped_at: Option<u64>,
     /// The life's records still queued, in queue (and position) order.
     pub(crate) records: Vec<(u64, Seen)>,
-    /// The node of the last record the walk reached (of any life), 0 for
-    /// none.
-    end: u32,
+    /// The last record the walk reached (of any life), as a [`tail_word`]
+    /// without credit (its node and tag), 0 for none.
+    end: u64,
 }
 
 /// Why a checked link refused a record.
@@ -165,7 +165,7 @@ impl Watermarks {
             // Acquire: pairs with the advancer's Release store: the head's
             // fields (its position included) are visible.
             let last = queue.last.load(Ordering::Acquire);
-            out.end = tail_node(last);
+            out.end = last;
             // Acquire: pairs with the advancer's Release store, after
             // `stop_seq`.
             if queue.stopped.load(Ordering::Acquire) == STOPPED | u64::from(life) {
@@ -237,7 +237,7 @@ impl Watermarks {
                     slot,
                     tag: tag(state),
                 });
-                out.end = next;
+                out.end = tail_word(next, tag(state), 0);
                 link = &slot.next_queued;
             }
         }
@@ -365,7 +365,15 @@ impl Watermarks {
         if walk.stopped_at.is_some() {
             return Ok(credit);
         }
-        if walk.end != tail_node(tail) {
+        // The walk must have ended at the very record we would follow (its
+        // node and tag: a slot reused since would end it at the same node),
+        // so that its records are exactly those before us: in position
+        // order, below ours. Anything else means the queue moved on since we
+        // read the tail, and the CAS would fail: decide again.
+        let exact = walk.end == tail_word(tail_node(tail), tail_tag(tail), 0);
+        let in_order = walk.records.windows(2).all(|w| w[0].0 < w[1].0)
+            && walk.records.last().is_none_or(|&(last, _)| last < seq);
+        if !exact || !in_order {
             return Err(Refusal::Unlinked);
         }
         budget::check(&walk.records, seq, max).ok_or(Refusal::OverBudget)
