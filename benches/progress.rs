@@ -51,7 +51,6 @@
 mod contenders;
 
 use contenders::watermarks::{self, InflightProgress, InflightWatermarks, Watermark};
-use contenders::{Until, DEPTH};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use inflight::{Progress, Ticket, Tracker};
@@ -244,22 +243,10 @@ fn progress(c: &mut Criterion) {
 // ---------------------------------------------------------------------------
 // send+ack pairs: progress against watermarks
 
-/// Batches of `DEPTH` per thread for `iters` pairs in all.
-fn per_thread(iters: u64, threads: usize) -> u64 {
-    iters.div_ceil((threads * DEPTH) as u64).max(1)
-}
-
 fn pairs_one<W: Watermark>(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
     let contender = W::new();
     group.bench_function(W::NAME, |b| {
-        b.iter_custom(|iters| {
-            let run = watermarks::local(
-                &contender,
-                threads,
-                Until::Units(per_thread(iters, threads)),
-            );
-            run.elapsed.mul_f64(iters as f64 / run.pairs.max(1) as f64)
-        })
+        b.iter_custom(|iters| watermarks::timed_pairs(&contender, threads, iters))
     });
 }
 

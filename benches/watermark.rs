@@ -42,23 +42,16 @@ fn configure(group: &mut BenchmarkGroup<'_, WallTime>) {
         .measurement_time(Duration::from_secs(2));
 }
 
-/// Batches of `DEPTH` per thread for `iters` pairs in all.
-fn per_thread(iters: u64, threads: usize) -> u64 {
-    iters.div_ceil((threads * DEPTH) as u64).max(1)
-}
-
 fn throughput_one<W: Watermark>(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
     let contender = W::new();
     group.bench_function(W::NAME, |b| {
-        b.iter_custom(|iters| {
-            let run = watermarks::local(
-                &contender,
-                threads,
-                Until::Units(per_thread(iters, threads)),
-            );
-            run.elapsed.mul_f64(iters as f64 / run.pairs.max(1) as f64)
-        })
+        b.iter_custom(|iters| watermarks::timed_pairs(&contender, threads, iters))
     });
+}
+
+/// Batches of `DEPTH` per thread for `iters` pairs in all.
+fn per_thread(iters: u64, threads: usize) -> u64 {
+    iters.div_ceil((threads * DEPTH) as u64).max(1)
 }
 
 fn barrier_reference(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {

@@ -145,14 +145,30 @@ where
 
         self.slots
             .set_generation(slot, entered_at(generation, shard));
+        if let Some(watermarks) = &self.watermarks {
+            // Before publishing: the record's resolution must find it linked.
+            watermarks.link(&self.slots, number, index);
+        }
+        Ok(self.install_and_publish(generation, number, (index, slot), (tag, life), lifecycle))
+    }
+
+    /// The last steps of every send, once nothing can refuse the record:
+    /// it becomes its partition's latest in its generation (the cell), is
+    /// published, and is checked against a revoke that raced it. Runs no
+    /// user code (but the wakers of a self-release, see `send_noting`).
+    #[inline(always)]
+    fn install_and_publish(
+        &self,
+        generation: &Generation,
+        number: usize,
+        (index, slot): (usize, &Slot<O>),
+        (tag, life): (u32, u32),
+        lifecycle: &Lifecycle,
+    ) -> Ticket {
         if let Some(displaced) = generation.install(number, index) {
             // Frees the displaced record's slot if it was resolved; its
             // offset is dropped at the slot's reuse, not here.
             self.slots.release(displaced, HELD);
-        }
-        if let Some(watermarks) = &self.watermarks {
-            // Before publishing: the record's resolution must find it linked.
-            watermarks.link(&self.slots, number, index);
         }
         self.slots.publish(slot);
         // A revoke of the partition that began after we read its life: if
@@ -172,7 +188,7 @@ where
         if now != life {
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
-        Ok(Ticket::new(self.id, index, tag))
+        Ticket::new(self.id, index, tag)
     }
 
     /// The end of a send on a progress tracker: the record is linked with
@@ -213,18 +229,12 @@ where
             let offset = undo.take_back();
             return Err(match refusal {
                 Refusal::OutOfOrder => SendError::OutOfOrder(partition, offset),
-                Refusal::OverBudget | Refusal::Unlinked => SendError::Full(partition, offset),
+                Refusal::OverBudget => SendError::Full(partition, offset),
             });
         }
         std::mem::forget(undo);
-        if let Some(displaced) = generation.install(number, index) {
-            self.slots.release(displaced, HELD);
-        }
-        self.slots.publish(slot);
-        // Acquire: as in `send_noting`.
-        if lifecycle.life.load(Ordering::Acquire) != life {
-            self.release_revoked_send(index, number as u32, tag, lifecycle);
-        }
+        let ticket =
+            self.install_and_publish(generation, number, (index, slot), (tag, life), lifecycle);
         let unwinding = FailOnUnwind {
             tracker: self,
             index,
@@ -232,7 +242,7 @@ where
         };
         drop(partition); // user code
         std::mem::forget(unwinding);
-        Ok(Ticket::new(self.id, index, tag))
+        Ok(ticket)
     }
 
     /// [`send`](Self::send), waiting at most `timeout` for room on a

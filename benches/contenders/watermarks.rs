@@ -364,6 +364,14 @@ fn committer<W: Watermark>(w: &W, stop: &AtomicBool) -> (HashMap<u32, u64>, u64,
     (stored, commits, empty)
 }
 
+/// [`local`] for criterion's `iter_custom`: about `iters` pairs in batches
+/// of `DEPTH` per thread, the elapsed time scaled to exactly `iters`.
+pub fn timed_pairs<W: Watermark>(w: &W, threads: usize, iters: u64) -> Duration {
+    let per_thread = iters.div_ceil((threads * DEPTH) as u64).max(1);
+    let run = local(w, threads, Until::Units(per_thread));
+    run.elapsed.mul_f64(iters as f64 / run.pairs.max(1) as f64)
+}
+
 /// Workload 1 with watermarks: `threads` workers each send `DEPTH` records
 /// of their own partition, then ack them in a shuffled order, repeatedly,
 /// while a committer takes the committable offsets every millisecond.

@@ -158,7 +158,7 @@ fn check_from_pending(progress: &Progress, next: u64, end: u64, given: Vec<u64>)
 
 /// Checks `progress`'s encoding: printable ASCII of `encoded_len()`
 /// characters that decodes back to it. Returns it.
-fn check_encoding(progress: &Progress) -> String {
+pub(super) fn check_encoding(progress: &Progress) -> String {
     let encoded = progress.encode();
     assert_eq!(encoded.len(), progress.encoded_len(), "{progress:?}");
     assert!(

@@ -102,9 +102,16 @@ pub(crate) struct Walk {
 pub(crate) enum Refusal {
     OutOfOrder,
     OverBudget,
-    /// Not a refusal: the walk ended before the tail (a sender between its
-    /// CAS and its link store); decide again.
-    Unlinked,
+}
+
+/// Why the budget check did not accept a record.
+enum Undecided {
+    /// Refused.
+    Refused(Refusal),
+    /// The walk did not end at the record the send would follow (a sender
+    /// between its CAS and its link store, or the queue moved on): decide
+    /// again.
+    Again,
 }
 
 /// A record `walk` reads, and whether it is still the one it saw.
@@ -278,7 +285,7 @@ impl Watermarks {
                 // Mutant `unordered_link` (loom suite only): no order check,
                 // so a lower offset may queue behind a higher one.
                 #[cfg(not(inflight_mutant = "unordered_link"))]
-                Some(before) if seq <= before => Err(Refusal::OutOfOrder),
+                Some(before) if seq <= before => Err(Undecided::Refused(Refusal::OutOfOrder)),
                 _ => {
                     // Positions this record adds to the partition's span
                     // (itself and those skipped before it); at least what it
@@ -291,14 +298,14 @@ impl Watermarks {
             };
             let credit = match decision {
                 Ok(credit) => credit,
-                Err(Refusal::Unlinked) => {
+                Err(Undecided::Again) => {
                     // Wait for that sender's link store, as the advance does.
                     crate::sync::spin_hint();
                     // Acquire: as above.
                     tail = queue.tail.load(Ordering::Acquire);
                     continue;
                 }
-                Err(refusal) => {
+                Err(Undecided::Refused(refusal)) => {
                     // Decided against a tail that may have moved: look again.
                     // Acquire: as above.
                     let now = queue.tail.load(Ordering::Acquire);
@@ -350,7 +357,7 @@ impl Watermarks {
         tail: u64,
         max: usize,
         walk: &mut Option<Walk>,
-    ) -> Result<u64, Refusal> {
+    ) -> Result<u64, Undecided> {
         let credit = tail_credit(tail);
         // Acquire: pairs with the Release store of `stopped`. A stopped life
         // reports nothing past its failure: no budget to keep.
@@ -374,9 +381,9 @@ impl Watermarks {
         let in_order = walk.records.windows(2).all(|w| w[0].0 < w[1].0)
             && walk.records.last().is_none_or(|&(last, _)| last < seq);
         if !exact || !in_order {
-            return Err(Refusal::Unlinked);
+            return Err(Undecided::Again);
         }
-        budget::check(&walk.records, seq, max).ok_or(Refusal::OverBudget)
+        budget::check(&walk.records, seq, max).ok_or(Undecided::Refused(Refusal::OverBudget))
     }
 
     /// Swaps in the fingerprint of the progress about to be reported for
