@@ -14,10 +14,14 @@
 //! [`bounce`] bounces worker processes (clean stops and SIGKILLs) and then
 //! reads the data topic back to check that nothing is missing and that no
 //! clean bounce duplicated anything. [`broker`] starts and stops a tansu
-//! broker for the fault tests. `kafka-e2e/run` does all of it.
+//! broker for the fault tests. [`group`] is the consumer-group system
+//! test: worker processes in one group, consuming, processing out of order
+//! and producing to a sink, joined, stopped and killed by a driver.
+//! `kafka-e2e/run` does all of it.
 
 pub mod bounce;
 pub mod broker;
+pub mod group;
 pub mod kafka;
 pub mod offsets;
 pub mod worker;

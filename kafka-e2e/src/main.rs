@@ -6,17 +6,24 @@
 //! kafka-e2e bounce     --brokers 127.0.0.1:19092 [--clean 5] [--hard 2] [--rate 20000]
 //! kafka-e2e throughput --brokers 127.0.0.1:19092 [--records 200000]
 //! kafka-e2e worker     --brokers … --prefix … --name … [--rate …]   (started by bounce)
+//! kafka-e2e consumer-group      --brokers 127.0.0.1:19092 [--stops 4] [--kills 2] [--rate 3000] [--seed …]
+//! kafka-e2e pipeline-throughput --brokers 127.0.0.1:19092 [--records 300000] [--runs 3]
+//! kafka-e2e group-worker        --brokers … --prefix … --name … --metadata on|off   (started by consumer-group)
 //! ```
 
+use kafka_e2e::group::driver::{self, ModeReport, Plan};
+use kafka_e2e::group::verify::Filler;
+use kafka_e2e::group::worker::{self as group_worker, WorkerConfig, WorkerEvent};
 use kafka_e2e::worker::{Config, Event, Worker};
 use kafka_e2e::{bounce, kafka, Error};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const USAGE: &str =
-    "usage: kafka-e2e (wait-ready|bounce|throughput|worker) --brokers HOST:PORT [options]";
+const USAGE: &str = "usage: kafka-e2e (wait-ready|bounce|throughput|worker|consumer-group|pipeline-throughput|group-worker) --brokers HOST:PORT [options]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +49,9 @@ fn main() -> ExitCode {
         "bounce" => run_bounce(&options),
         "throughput" => throughput(&options),
         "worker" => worker(&options),
+        "consumer-group" => consumer_group(&options),
+        "pipeline-throughput" => pipeline_throughput(&options),
+        "group-worker" => group_worker_process(&options),
         _ => Err(Error::Other(USAGE.into())),
     };
     match result {
@@ -255,4 +265,265 @@ fn worker(options: &HashMap<String, String>) -> Result<bool, Error> {
         Err(e) => println!("final_commit failed: {e}"),
     }
     Ok(stop.final_commit.is_ok() && failures == 0)
+}
+
+/// Runs the consumer-group schedule with progress metadata and without,
+/// and prints the `consumer-group:` line last.
+fn consumer_group(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let brokers: String = option(options, "brokers", None)?;
+    let plan = Plan {
+        partitions: option(options, "partitions", Some(8))?,
+        workers: option(options, "workers", Some(3))?,
+        stops: option(options, "stops", Some(4))?,
+        kills: option(options, "kills", Some(2))?,
+        seed: option(options, "seed", Some(seed()))?,
+        rate: option(options, "rate", Some(3_000))?,
+    };
+    let exe = std::env::current_exe()?;
+    let launch = |config: &WorkerConfig| {
+        Command::new(&exe)
+            .arg("group-worker")
+            .args(["--brokers", &config.brokers])
+            .args(["--source", &config.source])
+            .args(["--sink", &config.sink])
+            .args(["--ledger", &config.ledger])
+            .args(["--group", &config.group])
+            .args(["--name", &config.name])
+            .args(["--metadata", if config.metadata { "on" } else { "off" }])
+            .args(["--seed", &config.seed.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+    };
+    println!(
+        "consumer group of {} workers on {} partitions against {brokers}: {} clean stops, {} kills, source at {}/s, seed {}",
+        plan.workers, plan.partitions, plan.stops, plan.kills, plan.rate, plan.seed
+    );
+    let started = Instant::now();
+    let mut reports: Vec<ModeReport> = Vec::new();
+    for metadata in [true, false] {
+        let prefix = format!(
+            "kafka-e2e-group-{}-{}-{}",
+            std::process::id(),
+            plan.seed % 1_000_000,
+            if metadata { "meta" } else { "plain" }
+        );
+        println!(
+            "\n{} progress metadata (topics {prefix}-*):",
+            if metadata { "with" } else { "without" }
+        );
+        let report = driver::run(&brokers, &prefix, metadata, &plan, &launch)?;
+        let s = &report.sink;
+        println!(
+            "  {}: {} rebalances, {} clean stops, {} kills, {} source records, {} sink records, {} duplicates after clean stops and rebalances, {} after kills, {} missing, {} malformed; {} partitions taken without a release, {} worker errors, {} failed stops, {} ledger ends wrong; {:.1?}",
+            if metadata { "metadata" } else { "plain" },
+            report.rebalances,
+            report.clean_stops,
+            report.kills,
+            report.records,
+            s.records,
+            s.clean_duplicates,
+            s.kill_duplicates,
+            s.missing,
+            s.malformed,
+            report.gave_up,
+            report.errors,
+            report.bad_stops,
+            report.ledger_mismatches,
+            report.took
+        );
+        for example in &s.examples {
+            println!("  {example}");
+        }
+        reports.push(report);
+    }
+    let (with, without) = (&reports[0], &reports[1]);
+    let clean: usize = reports.iter().map(|r| r.sink.clean_duplicates).sum();
+    let missing: usize = reports.iter().map(|r| r.sink.missing).sum();
+    let mut failures = Vec::new();
+    for r in &reports {
+        let mode = if r.metadata {
+            "with metadata"
+        } else {
+            "without metadata"
+        };
+        if r.rebalances < 6 || r.clean_stops < 4 || r.kills < 2 {
+            failures.push(format!("{mode}: the schedule fell short"));
+        }
+        if r.sink.malformed > 0 || r.bad_stops > 0 || r.ledger_mismatches > 0 {
+            failures.push(format!(
+                "{mode}: malformed records, failed stops or wrong ledger ends"
+            ));
+        }
+    }
+    if clean > 0 {
+        failures.push(format!(
+            "{clean} duplicates after clean stops and rebalances"
+        ));
+    }
+    if missing > 0 {
+        failures.push(format!("{missing} records missing"));
+    }
+    if with.sink.kill_duplicates >= without.sink.kill_duplicates {
+        failures.push("duplicates after kills not lower with progress metadata".into());
+    }
+    println!(
+        "\nduplicates after kills: {} with progress metadata, {} without (plain watermark commits); both schedules in {:.1?}",
+        with.sink.kill_duplicates,
+        without.sink.kill_duplicates,
+        started.elapsed()
+    );
+    for failure in &failures {
+        println!("FAILED: {failure}");
+    }
+    println!(
+        "consumer-group: {} rebalances, {} clean stops, {} kills, {} records, {clean} duplicates after clean stops and rebalances, {} duplicates after kills ({} without progress metadata), {missing} missing",
+        with.rebalances,
+        with.clean_stops,
+        with.kills,
+        with.records,
+        with.sink.kill_duplicates,
+        without.sink.kill_duplicates
+    );
+    Ok(failures.is_empty())
+}
+
+/// A worker process of the consumer-group schedule: runs until a line (or
+/// the end) on stdin, reporting its events on stdout.
+fn group_worker_process(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let brokers: String = option(options, "brokers", None)?;
+    let name: String = option(options, "name", None)?;
+    let metadata = match option::<String>(options, "metadata", Some("on".into()))?.as_str() {
+        "on" => true,
+        "off" => false,
+        other => return Err(Error::Other(format!("--metadata {other}: on or off"))),
+    };
+    let mut config = WorkerConfig::new(&brokers, "unused", &name, metadata);
+    config.source = option(options, "source", None)?;
+    config.sink = option(options, "sink", None)?;
+    config.ledger = option(options, "ledger", None)?;
+    config.group = option(options, "group", None)?;
+    config.seed = option(options, "seed", Some(1))?;
+    config.threads = option(options, "threads", Some(config.threads))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut line);
+            stop.store(true, Ordering::Release);
+        });
+    }
+    let report = group_worker::run(config, &stop, Arc::new(|event| println!("{event}")))?;
+    let ok = report.failed == 0 && report.delivered == report.consumed;
+    println!(
+        "stopped {} consumed {} skipped {} refetched {} delivered {} failed {} errors {}",
+        if ok { "ok" } else { "failed" },
+        report.consumed,
+        report.skipped,
+        report.refetched,
+        report.delivered,
+        report.failed,
+        report.errors
+    );
+    Ok(ok)
+}
+
+/// Records per second through one worker, end to end (consume, produce to
+/// the sink, ack on delivery, progress to the ledger and the group every
+/// 100 ms), with the tracker's progress and with plain watermarks.
+fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let brokers: String = option(options, "brokers", None)?;
+    let records: u64 = option(options, "records", Some(300_000))?;
+    let runs: usize = option(options, "runs", Some(3))?;
+    let partitions: i32 = option(options, "partitions", Some(8))?;
+    let threads: usize = option(options, "threads", Some(4))?;
+    let mut medians = Vec::new();
+    for metadata in [true, false] {
+        let mut rates = Vec::new();
+        for run in 0..runs {
+            let prefix = format!(
+                "kafka-e2e-pipeline-{}-{}-{run}-{}",
+                std::process::id(),
+                seed() % 1_000_000,
+                if metadata { "meta" } else { "plain" }
+            );
+            let mut config = WorkerConfig::new(&brokers, &prefix, "pipeline", metadata);
+            config.threads = threads;
+            config.slow_per_mille = 0;
+            config.fast_max = Duration::ZERO;
+            kafka::create_topics(
+                &brokers,
+                &[
+                    (&config.source, partitions, &[]),
+                    (&config.sink, partitions, &[]),
+                    (&config.ledger, 1, &[]),
+                ],
+            )?;
+            Filler::start(&brokers, &config.source, partitions, 0, Some(records))?.join()?;
+            let (tx, rx) = mpsc::channel();
+            let tx = Mutex::new(tx);
+            let events: group_worker::Events = Arc::new(move |event| {
+                let _ = tx.lock().map(|tx| tx.send(event));
+            });
+            let stop = Arc::new(AtomicBool::new(false));
+            let worker = {
+                let stop = stop.clone();
+                std::thread::spawn(move || group_worker::run(config, &stop, events))
+            };
+            let mut assigned = None;
+            let mut next: BTreeMap<i32, u64> = BTreeMap::new();
+            let mut commits = 0;
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while next.values().sum::<u64>() < records {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(WorkerEvent::Assigned(_)) => {
+                        assigned.get_or_insert_with(Instant::now);
+                    }
+                    Ok(WorkerEvent::Committed { next: n, .. }) => {
+                        commits += 1;
+                        next.extend(n);
+                    }
+                    Ok(WorkerEvent::Error(e)) => eprintln!("pipeline worker: {e}"),
+                    Ok(_) => {}
+                    Err(_) => {
+                        stop.store(true, Ordering::Release);
+                        let _ = worker.join();
+                        return Err(Error::Other(format!(
+                            "pipeline: {} of {records} records committed after 120s",
+                            next.values().sum::<u64>()
+                        )));
+                    }
+                }
+            }
+            let took = assigned.map_or(Duration::ZERO, |at| at.elapsed());
+            stop.store(true, Ordering::Release);
+            let report = worker
+                .join()
+                .map_err(|_| Error::Other("the pipeline worker panicked".into()))??;
+            let rate = records as f64 / took.as_secs_f64();
+            println!(
+                "pipeline {} run {}: {records} records consumed, produced to the sink, acked on delivery and committed ({commits} commits) in {took:.2?} from assignment: {rate:.0} records/s ({} delivered)",
+                if metadata { "with progress" } else { "watermarks only" },
+                run + 1,
+                report.delivered
+            );
+            if report.delivered != records || report.failed > 0 {
+                return Err(Error::Other(format!(
+                    "pipeline: {} delivered, {} failed of {records}",
+                    report.delivered, report.failed
+                )));
+            }
+            rates.push(rate);
+        }
+        rates.sort_by(f64::total_cmp);
+        medians.push(rates[rates.len() / 2]);
+    }
+    println!(
+        "pipeline-throughput: {records} records, one worker, {threads} processing threads, median of {runs}: {:.0} records/s with the tracker's progress, {:.0} records/s with watermarks only",
+        medians[0], medians[1]
+    );
+    Ok(true)
 }

@@ -1,0 +1,311 @@
+//! One worker of the consumer group: consume the source, process each
+//! record on a pool of threads (random delays: acks out of order), produce
+//! the result to the sink with the record's ticket as the delivery opaque
+//! ([`TicketOpaque`]; [`TrackingContext`]'s delivery callback acks it, so a
+//! record is done only once its result is delivered), and every 100 ms
+//! write each owned partition's progress to the [ledger](super::ledger),
+//! then commit it to the group.
+//!
+//! The consumer's context runs the hand-off on its polling thread, the
+//! same thread as the commits, so nothing of a partition is written after
+//! its release:
+//!
+//! - **revoked**: a bounded [`drain_partition`](Tracker::drain_partition),
+//!   the final progress written as a *release* and committed (synchronous),
+//!   then [`revoke`](Tracker::revoke);
+//! - **assigned**: a *claim* per partition, then waiting (bounded polling,
+//!   [`WorkerConfig::release_wait`]) until the previous owner released it,
+//!   then consuming from the released progress: its `next()`, skipping what
+//!   [`Progress::is_done`](inflight::Progress::is_done) says was done (with metadata; without, every
+//!   record from `next()` is done again).
+//!
+//! With metadata the tracker is a progress tracker
+//! ([`Builder::progress`](inflight::Builder::progress)); without, a plain
+//! watermark tracker whose [`committable`](Tracker::committable) offset + 1
+//! is committed with no metadata.
+
+use super::context::{Admit, GroupConsumer, GroupContext};
+pub use super::events::{Events, WorkerEvent};
+use super::ledger::Writer;
+use super::Rng;
+use crate::kafka::{self, client_config};
+use crate::Error;
+use inflight::{SendError, Tracker};
+use inflight_rdkafka::producer::is_queue_full;
+use inflight_rdkafka::{TicketOpaque, TopicPartition, TrackingContext};
+use rdkafka::consumer::Consumer;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub brokers: String,
+    pub source: String,
+    pub sink: String,
+    /// The ledger topic (one partition).
+    pub ledger: String,
+    pub group: String,
+    /// Unique per process (incarnation): written into each sink record.
+    pub name: String,
+    /// Progress metadata on (a progress tracker, resuming past the first
+    /// gap) or off (watermark commits, resuming at the committed offset).
+    pub metadata: bool,
+    /// Processing threads.
+    pub threads: usize,
+    /// Per mille of records that take [`slow`](Self::slow) to process.
+    pub slow_per_mille: u64,
+    pub slow: Duration,
+    /// The others take a random time below this.
+    pub fast_max: Duration,
+    pub seed: u64,
+    pub commit_every: Duration,
+    /// How long a new owner waits for the previous owner's release.
+    pub release_wait: Duration,
+    /// How long the hand-off waits for a revoked partition's records.
+    pub drain_timeout: Duration,
+}
+
+impl WorkerConfig {
+    /// The system test's defaults for worker `name` on topics `prefix-*`.
+    pub fn new(brokers: &str, prefix: &str, name: &str, metadata: bool) -> WorkerConfig {
+        WorkerConfig {
+            brokers: brokers.into(),
+            source: format!("{prefix}-source"),
+            sink: format!("{prefix}-sink"),
+            ledger: format!("{prefix}-ledger"),
+            group: format!("{prefix}-group"),
+            name: name.into(),
+            metadata,
+            threads: 8,
+            slow_per_mille: 5,
+            slow: Duration::from_millis(500),
+            fast_max: Duration::from_micros(1_000),
+            seed: 1,
+            commit_every: Duration::from_millis(100),
+            release_wait: Duration::from_secs(8),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a clean stop found.
+#[derive(Debug, Default, Clone)]
+pub struct WorkerReport {
+    /// Records sent to the tracker and processed.
+    pub consumed: u64,
+    /// Records skipped as done before the partition came here.
+    pub skipped: u64,
+    /// Records below the resume offset, fetched again and skipped (see
+    /// [`REFETCH_WINDOW`](super::context::REFETCH_WINDOW)).
+    pub refetched: u64,
+    /// Sink records delivered and failed.
+    pub delivered: u64,
+    pub failed: u64,
+    /// Errors reported.
+    pub errors: u64,
+}
+
+/// A record to process.
+struct Job {
+    partition: i32,
+    seq: u64,
+    ticket: TicketOpaque,
+}
+
+type SinkProducer = ThreadedProducer<TrackingContext<TopicPartition, i64>>;
+
+/// Runs a worker until `stop`, then stops it cleanly: leave the group (the
+/// hand-off releases every partition), let every record deliver.
+pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<WorkerReport, Error> {
+    kafka::check_reachable(&config.brokers, kafka::CONNECT_TIMEOUT)?;
+    let builder = Tracker::<TopicPartition, i64>::builder();
+    let tracker = Arc::new(if config.metadata {
+        builder.progress(4096).build()
+    } else {
+        builder.watermarks().build()
+    });
+    let producer: Arc<SinkProducer> = Arc::new(
+        client_config(&config.brokers)
+            .set("linger.ms", "5")
+            .set("acks", "all")
+            .set("queue.buffering.max.messages", "100000")
+            .create_with_context(TrackingContext::new(tracker.clone()))
+            .map_err(|e| Error::kafka("creating the sink producer", e))?,
+    );
+    let context = GroupContext::new(
+        config.clone(),
+        tracker.clone(),
+        events.clone(),
+        Writer::new(&config.brokers, &config.ledger)?,
+    );
+    let consumer: GroupConsumer = client_config(&config.brokers)
+        .set("group.id", &config.group)
+        .set("client.id", &config.name)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("fetch.wait.max.ms", "50")
+        .create_with_context(context)
+        .map_err(|e| Error::kafka("creating the consumer", e))?;
+    consumer
+        .subscribe(&[&config.source])
+        .map_err(|e| Error::kafka("subscribing", e))?;
+
+    // The processing pool, behind a bounded queue: a hand-off's drain
+    // waits for at most that many records.
+    let (jobs, queue) = mpsc::sync_channel::<Job>(256);
+    let queue = Arc::new(Mutex::new(queue));
+    let pool: Vec<_> = (0..config.threads)
+        .map(|t| {
+            let (queue, producer, config, events) = (
+                queue.clone(),
+                producer.clone(),
+                config.clone(),
+                events.clone(),
+            );
+            thread::Builder::new()
+                .name(format!("process-{t}"))
+                .spawn(move || process(&config, &queue, &producer, &events, t as u64))
+        })
+        .collect::<Result<_, _>>()?;
+
+    let mut report = WorkerReport::default();
+    let mut partitions: HashMap<i32, TopicPartition> = HashMap::new();
+    let mut last_commit = Instant::now();
+    let mut leaving: Option<Instant> = None;
+    loop {
+        if leaving.is_none() && stop.load(Ordering::Acquire) {
+            consumer.unsubscribe();
+            leaving = Some(Instant::now());
+        }
+        if let Some(since) = leaving {
+            let assigned = consumer.assignment().map_or(0, |a| a.count());
+            if assigned == 0 && consumer.context().owns_nothing() {
+                break;
+            }
+            if since.elapsed() > Duration::from_secs(30) {
+                return Err(Error::Other("no hand-off within 30s of leaving".into()));
+            }
+        }
+        match consumer.poll(Duration::from_millis(20)) {
+            None => {}
+            Some(Err(e)) => consumer
+                .context()
+                .report(WorkerEvent::Error(format!("consume: {e}"))),
+            Some(Ok(message)) if leaving.is_none() => {
+                let p = message.partition();
+                let offset = message.offset();
+                match consumer.context().admit(p, offset) {
+                    Admit::NotOurs => continue,
+                    Admit::Refetched => {
+                        report.refetched += 1;
+                        continue;
+                    }
+                    Admit::Done => {
+                        report.skipped += 1;
+                        continue;
+                    }
+                    Admit::Process => {}
+                }
+                let seq = message
+                    .payload()
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.split(' ').nth(1)?.parse().ok())
+                    .unwrap_or(offset as u64);
+                let partition = partitions
+                    .entry(p)
+                    .or_insert_with(|| TopicPartition::new(&config.source, p))
+                    .clone();
+                match tracker.send(partition, offset) {
+                    Ok(ticket) => {
+                        report.consumed += 1;
+                        let job = Job {
+                            partition: p,
+                            seq,
+                            ticket: TicketOpaque::from(ticket),
+                        };
+                        if jobs.send(job).is_err() {
+                            return Err(Error::Other("the processing pool is gone".into()));
+                        }
+                    }
+                    // Fetched again (offsets rise per life): done or on
+                    // its way already.
+                    Err(SendError::OutOfOrder(..)) => report.skipped += 1,
+                    Err(e) => {
+                        return Err(Error::Other(format!("tracker refused {p}/{offset}: {e}")))
+                    }
+                }
+            }
+            Some(Ok(_)) => {} // leaving: the hand-off decides
+        }
+        if last_commit.elapsed() >= config.commit_every {
+            consumer.context().commit(&consumer);
+            last_commit = Instant::now();
+        }
+    }
+    drop(jobs);
+    for thread in pool {
+        let _ = thread.join();
+    }
+    producer
+        .flush(Duration::from_secs(30))
+        .map_err(|e| Error::kafka("flushing the sink producer", e))?;
+    let (delivered, failed, _) = producer.context().counts();
+    report.delivered = delivered;
+    report.failed = failed;
+    report.errors = consumer.context().errors();
+    drop(consumer); // leaves the group
+    Ok(report)
+}
+
+/// A processing thread: a random delay, then the result to the sink.
+fn process(
+    config: &WorkerConfig,
+    queue: &Mutex<mpsc::Receiver<Job>>,
+    producer: &SinkProducer,
+    events: &Events,
+    thread: u64,
+) {
+    let mut rng = Rng::new(config.seed ^ (thread + 1).wrapping_mul(0x5851_f42d_4c95_7f2d));
+    loop {
+        let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(job) = job else { return };
+        let delay = if rng.below(1000) < config.slow_per_mille {
+            config.slow
+        } else {
+            let max = config.fast_max.as_micros() as u64;
+            Duration::from_micros(if max == 0 { 0 } else { rng.below(max) })
+        };
+        if !delay.is_zero() {
+            thread::sleep(delay); // the "processing"
+        }
+        let payload = format!("{} {} {}", job.partition, job.seq, config.name);
+        let mut record =
+            BaseRecord::<(), String, TicketOpaque>::with_opaque_to(&config.sink, job.ticket)
+                .partition(job.partition)
+                .payload(&payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, back)) if is_queue_full(&e) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((e, back)) => {
+                    let _ = back.delivery_opaque.fail(producer.context().tracker());
+                    events(WorkerEvent::Error(format!("sink refused {payload:?}: {e}")));
+                    break;
+                }
+            }
+        }
+    }
+}
