@@ -453,6 +453,8 @@ fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error>
             config.threads = threads;
             config.slow_per_mille = 0;
             config.fast_max = Duration::ZERO;
+            // No group membership (see `static_partitions`).
+            config.static_partitions = Some(partitions);
             kafka::create_topics(
                 &brokers,
                 &[
@@ -479,15 +481,17 @@ fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error>
             while next.values().sum::<u64>() < records {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match rx.recv_timeout(left) {
-                    Ok(WorkerEvent::Assigned(_)) => {
+                    Ok(WorkerEvent::Assigned(partitions)) => {
+                        if assigned.is_some() {
+                            eprintln!("pipeline worker: assigned again: {partitions:?}");
+                        }
                         assigned.get_or_insert_with(Instant::now);
                     }
                     Ok(WorkerEvent::Committed { next: n, .. }) => {
                         commits += 1;
                         next.extend(n);
                     }
-                    Ok(WorkerEvent::Error(e)) => eprintln!("pipeline worker: {e}"),
-                    Ok(_) => {}
+                    Ok(event) => eprintln!("pipeline worker: {event}"),
                     Err(_) => {
                         stop.store(true, Ordering::Release);
                         let _ = worker.join();

@@ -102,6 +102,11 @@ impl GroupContext {
         self.lock().owned.is_empty()
     }
 
+    /// The partitions this worker owns.
+    pub fn owned(&self) -> Vec<i32> {
+        self.lock().owned.keys().copied().collect()
+    }
+
     /// What to do with record `offset` of partition `p`. The source has no
     /// gaps: an offset past the expected one means the broker skipped
     /// records, which is reported as an error.
@@ -225,7 +230,7 @@ impl GroupContext {
     }
 
     /// The clean hand-off of `partitions`: drain, release, revoke.
-    fn hand_off(&self, consumer: &GroupConsumer, partitions: &[i32]) {
+    pub fn hand_off(&self, consumer: &GroupConsumer, partitions: &[i32]) {
         let partitions: Vec<i32> = {
             let state = self.lock();
             partitions
@@ -254,7 +259,7 @@ impl GroupContext {
 
     /// Claims `assigned`, waits for each previous owner's release (or the
     /// deadline), and sets each partition's start offset in `assigned`.
-    fn take_over(&self, assigned: &mut TopicPartitionList) {
+    pub fn take_over(&self, assigned: &mut TopicPartitionList) {
         let partitions: Vec<i32> = assigned
             .elements()
             .iter()
@@ -359,7 +364,15 @@ impl GroupContext {
     }
 }
 
-impl ClientContext for GroupContext {}
+impl ClientContext for GroupContext {
+    /// librdkafka's log, to stderr when `KAFKA_E2E_DEBUG` names its
+    /// contexts (`cgrp`, `consumer`, …; also passed as `debug`).
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        if std::env::var_os("KAFKA_E2E_DEBUG").is_some() {
+            eprintln!("{}: librdkafka {fac}: {message}", self.config.name);
+        }
+    }
+}
 
 impl ConsumerContext for GroupContext {
     fn rebalance(

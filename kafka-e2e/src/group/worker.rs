@@ -36,6 +36,7 @@ use inflight_rdkafka::{TicketOpaque, TopicPartition, TrackingContext};
 use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -69,6 +70,14 @@ pub struct WorkerConfig {
     pub release_wait: Duration,
     /// How long the hand-off waits for a revoked partition's records.
     pub drain_timeout: Duration,
+    /// The group session: a member silent this long is dropped.
+    pub session_timeout: Duration,
+    /// `Some(n)`: no group membership; own partitions `0..n` from the
+    /// start (claimed and released in the ledger all the same; commits
+    /// still go to the group). The throughput run uses it: saturated,
+    /// tansu 0.6.0 was seen to revoke a lone member's partitions and never
+    /// assign them again.
+    pub static_partitions: Option<i32>,
 }
 
 impl WorkerConfig {
@@ -90,6 +99,8 @@ impl WorkerConfig {
             commit_every: Duration::from_millis(100),
             release_wait: Duration::from_secs(8),
             drain_timeout: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(6),
+            static_partitions: None,
         }
     }
 }
@@ -144,21 +155,45 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
         events.clone(),
         Writer::new(&config.brokers, &config.ledger)?,
     );
-    let consumer: GroupConsumer = client_config(&config.brokers)
+    let mut consumer_config = client_config(&config.brokers);
+    if let Ok(debug) = std::env::var("KAFKA_E2E_DEBUG") {
+        consumer_config.set("debug", debug).set("log_level", "7");
+    }
+    let consumer: GroupConsumer = consumer_config
         .set("group.id", &config.group)
         .set("client.id", &config.name)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "range")
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "1000")
+        .set(
+            "session.timeout.ms",
+            config.session_timeout.as_millis().to_string(),
+        )
+        .set(
+            "heartbeat.interval.ms",
+            (config.session_timeout.as_millis() / 6).to_string(),
+        )
         .set("fetch.wait.max.ms", "50")
         .create_with_context(context)
         .map_err(|e| Error::kafka("creating the consumer", e))?;
-    consumer
-        .subscribe(&[&config.source])
-        .map_err(|e| Error::kafka("subscribing", e))?;
+    match config.static_partitions {
+        None => consumer
+            .subscribe(&[&config.source])
+            .map_err(|e| Error::kafka("subscribing", e))?,
+        Some(partitions) => {
+            let mut assignment = TopicPartitionList::new();
+            for p in 0..partitions {
+                assignment
+                    .add_partition_offset(&config.source, p, Offset::Beginning)
+                    .map_err(|e| Error::kafka("assignment", e))?;
+            }
+            consumer.context().take_over(&mut assignment);
+            consumer
+                .assign(&assignment)
+                .map_err(|e| Error::kafka("assigning", e))?;
+        }
+    }
 
     // The processing pool, behind a bounded queue: a hand-off's drain
     // waits for at most that many records.
@@ -184,7 +219,15 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
     let mut leaving: Option<Instant> = None;
     loop {
         if leaving.is_none() && stop.load(Ordering::Acquire) {
-            consumer.unsubscribe();
+            if config.static_partitions.is_some() {
+                let owned = consumer.context().owned();
+                consumer.context().hand_off(&consumer, &owned);
+                consumer
+                    .unassign()
+                    .map_err(|e| Error::kafka("unassigning", e))?;
+            } else {
+                consumer.unsubscribe();
+            }
             leaving = Some(Instant::now());
         }
         if let Some(since) = leaving {
