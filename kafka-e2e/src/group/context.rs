@@ -364,15 +364,7 @@ impl GroupContext {
     }
 }
 
-impl ClientContext for GroupContext {
-    /// librdkafka's log, to stderr when `KAFKA_E2E_DEBUG` names its
-    /// contexts (`cgrp`, `consumer`, …; also passed as `debug`).
-    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
-        if std::env::var_os("KAFKA_E2E_DEBUG").is_some() {
-            eprintln!("{}: librdkafka {fac}: {message}", self.config.name);
-        }
-    }
-}
+impl ClientContext for GroupContext {}
 
 impl ConsumerContext for GroupContext {
     fn rebalance(

@@ -155,11 +155,7 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
         events.clone(),
         Writer::new(&config.brokers, &config.ledger)?,
     );
-    let mut consumer_config = client_config(&config.brokers);
-    if let Ok(debug) = std::env::var("KAFKA_E2E_DEBUG") {
-        consumer_config.set("debug", debug).set("log_level", "7");
-    }
-    let consumer: GroupConsumer = consumer_config
+    let consumer: GroupConsumer = client_config(&config.brokers)
         .set("group.id", &config.group)
         .set("client.id", &config.name)
         .set("enable.auto.commit", "false")
