@@ -320,6 +320,15 @@ impl GroupContext {
             if pending.is_empty() {
                 break;
             }
+            if started.elapsed() >= 6 * self.config.release_wait {
+                // The ledger could not be read all along: start from the
+                // beginning (records redone, never skipped), and say so.
+                self.report(WorkerEvent::Error(format!(
+                    "no ledger for {pending:?} after {:?}: starting them from offset 0",
+                    started.elapsed()
+                )));
+                break;
+            }
             if started.elapsed() >= self.config.release_wait && !entries.is_empty() {
                 // The holder never released: killed. Resume from its last
                 // progress.
