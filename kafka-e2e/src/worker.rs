@@ -7,7 +7,7 @@
 //!   `p 1 r`, … (`r`: the run number; resuming after the committed offsets)
 //!   to partition `p` of the data topic, each with a fresh ticket as its
 //!   delivery opaque;
-//! - the producer's *polling thread* runs [`Deliveries::delivery`], which
+//! - the producer's *polling thread* runs `Deliveries::delivery`, which
 //!   acks the ticket when the broker has the record and fails it when its
 //!   delivery failed for good;
 //! - the *committer*, every `commit_every`: `begin_flush`, `wait`, write the
