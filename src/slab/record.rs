@@ -69,6 +69,17 @@ impl<O> Slab<O> {
         slot.state.fetch_and(!holds, Ordering::Relaxed);
     }
 
+    /// Adds `holds` to a prepared, unpublished slot: the last record of a
+    /// batch's chunk, which its partition cell is about to hold.
+    #[inline]
+    pub(crate) fn hold_prepared(&self, slot: &Slot<O>, holds: u64) {
+        // Relaxed: nothing reads these bits before the install's Release
+        // swap or the publish. An RMW, as `prepare`'s swap: a revoke's
+        // `touch` may have come first, and its release sequence must reach
+        // the publish unbroken.
+        slot.state.fetch_or(holds, Ordering::Relaxed);
+    }
+
     /// Makes a prepared slot resolvable by its ticket.
     #[inline]
     pub(crate) fn publish(&self, slot: &Slot<O>) {
