@@ -161,8 +161,16 @@ where
                 refused = Some((Refused::Full, offset));
                 break;
             }
-            // `number` < MAX_PARTITIONS < 2^32.
-            let tag = self.slots.prepare(slot, offset, number as u32, life, holds);
+            // `number` < MAX_PARTITIONS < 2^32. On a watermark tracker the
+            // record is prepared as a send's (the queue links it before it
+            // is published); on a barrier tracker it is only filled, and
+            // takes its tag when it is published (tag 0 until then).
+            let tag = if self.watermarks.is_some() {
+                self.slots.prepare(slot, offset, number as u32, life, holds)
+            } else {
+                self.slots.fill(slot, offset, number as u32, life);
+                0
+            };
             chunk.records[chunk.len] = (index, tag);
             chunk.slots[chunk.len] = Some(slot);
             chunk.len += 1;
@@ -180,13 +188,28 @@ where
         // the allocation backs the chunk out.
         tickets.reserve(n);
         // The chunk's last record will be its partition's latest in the
-        // generation: its cell holds it.
-        let (last, _) = chunk.records[n - 1];
-        self.slots.hold_prepared(chunk.slot(n - 1), HELD);
+        // generation: its cell holds it, and it needs its tag for that.
+        let (last, tag) = chunk.records[n - 1];
+        if tag == 0 {
+            chunk.records[n - 1].1 = self.slots.stamp(chunk.slot(n - 1), HELD);
+        } else {
+            self.slots.hold_prepared(chunk.slot(n - 1), HELD);
+        }
         chunk.last_held = true;
 
         let shard = home % SHARDS;
+        #[cfg(not(inflight_mutant = "split_batch_enter"))]
         let (generation, wakes) = self.enter(shard, n as u64);
+        // Mutant `split_batch_enter` (loom suite only): the chunk enters one
+        // record at a time, so a flush begun meanwhile covers part of it.
+        #[cfg(inflight_mutant = "split_batch_enter")]
+        let (generation, wakes) = {
+            let mut entered = self.enter(shard, 1);
+            for _ in 1..n {
+                entered = self.enter(shard, 1);
+            }
+            entered
+        };
         chunk.entered = Some((shard, generation));
         if wakes {
             self.wake(true, false); // user code: `chunk` backs out if it panics
@@ -209,20 +232,33 @@ where
             }
         }
         // Nothing below can fail or run user code but the wakers at the end.
-        let records = chunk.records;
-        let slots = chunk.slots;
-        std::mem::forget(chunk);
+        let mut chunk = std::mem::ManuallyDrop::new(chunk);
         if let Some(displaced) = generation.install(number, last) {
             // As in `send`: frees the displaced record's slot if resolved.
             self.slots.release(displaced, HELD);
         }
-        for (i, &(index, tag)) in records[..n].iter().enumerate() {
-            self.slots.publish(slots[i].expect("prepared"));
+        for i in 0..n {
+            let (index, tag) = chunk.records[i];
+            let slot = chunk.slot(i);
+            let tag = if tag == 0 {
+                // Nothing reached it: its tag and `LIVE` in one step.
+                let tag = self.slots.publish_filled(slot);
+                chunk.records[i].1 = tag;
+                tag
+            } else {
+                self.slots.publish(slot);
+                tag
+            };
             tickets.push(Ticket::new(self.id, index, tag));
         }
+        let records = &chunk.records;
         // Acquire: the life re-check of `install_and_publish`, once for the
         // chunk: a revoke's `touch` of any of its slots before that slot's
         // publish was acquired by the publish, so this load sees its bump.
+        // Mutant `stale_life` (loom suite only), as in `install_and_publish`.
+        #[cfg(inflight_mutant = "stale_life")]
+        let now = life;
+        #[cfg(not(inflight_mutant = "stale_life"))]
         let now = lifecycle.life.load(crate::sync::Ordering::Acquire);
         if now != life {
             let (mut wakes, mut room) = (false, false);
@@ -402,6 +438,9 @@ impl<'t, P, O> Chunk<'t, P, O> {
                 .leave_many(shard, generation, self.len as u64)
         });
         for i in 0..self.len {
+            if self.records[i].1 == 0 {
+                continue; // only filled: no tag, no hold
+            }
             let held = if self.last_held && i + 1 == self.len {
                 HELD
             } else {

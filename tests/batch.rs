@@ -179,10 +179,7 @@ fn fail_all_fails_every_flush_that_covers_the_batch() {
 
 /// An iterator that panics when it reaches `at`.
 fn panicking(at: u64) -> impl Iterator<Item = u64> {
-    (0..).map(move |i| {
-        assert!(i != at, "the source panicked");
-        i
-    })
+    (0..).inspect(move |&i| assert!(i != at, "the source panicked"))
 }
 
 #[test]

@@ -138,6 +138,15 @@ pub(crate) fn tag(state: u64) -> u32 {
     (state >> 32) as u32
 }
 
+/// The tag a slot's next record takes: one past its last, skipping 0.
+#[inline]
+fn next_tag(state: u64) -> u32 {
+    match tag(state).wrapping_add(1) {
+        0 => 1,
+        t => t,
+    }
+}
+
 /// How a resolution ended for the slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
