@@ -1,4 +1,5 @@
-//! Throughput, criterion: workloads 1 (local) and 2 (hand-off) of issue 4,
+//! Throughput, criterion: workloads 1 (local, one record at a time and in
+//! batches of 64) and 2 (hand-off) of issue 4,
 //! every contender in the same group, so one run compares them.
 //!
 //! ```text
@@ -40,6 +41,19 @@ fn local_one<C: Contender>(group: &mut BenchmarkGroup<'_, WallTime>, threads: us
     });
 }
 
+fn batched_one<C: Contender>(group: &mut BenchmarkGroup<'_, WallTime>, threads: usize) {
+    let contender = C::new();
+    group.bench_function(C::NAME, |b| {
+        b.iter_custom(|iters| {
+            let per_thread = iters.div_ceil((threads * DEPTH) as u64).max(1);
+            scaled(
+                contenders::local_batched(&contender, threads, Until::Units(per_thread)),
+                iters,
+            )
+        })
+    });
+}
+
 fn handoff_one<C: Contender>(group: &mut BenchmarkGroup<'_, WallTime>, pairs: usize) {
     let contender = C::new();
     group.bench_function(C::NAME, |b| {
@@ -74,6 +88,19 @@ fn local(c: &mut Criterion) {
     }
 }
 
+/// Workload 1 in batches: each thread sends its 64 records with one
+/// `send_batch` and acks them, shuffled, with one `ack_batch` (the mutex
+/// port: one lock each). One iteration is one record sent and acked.
+fn batched(c: &mut Criterion) {
+    for threads in [1, 2, 4, 8] {
+        let mut group = c.benchmark_group(format!("batched/{threads}t"));
+        configure(&mut group);
+        batched_one::<Inflight>(&mut group, threads);
+        batched_one::<Kafka2015>(&mut group, threads);
+        group.finish();
+    }
+}
+
 /// Workload 2: T senders hand their tokens to T ackers over bounded
 /// channels; the ackers ack out of order.
 fn handoff(c: &mut Criterion) {
@@ -88,7 +115,7 @@ fn handoff(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, local, handoff);
+criterion_group!(benches, local, batched, handoff);
 fn main() {
     // What `criterion_main!` does, after stating the machine.
     println!("machine: {}", contenders::machine());

@@ -132,6 +132,8 @@ fn main() {
         );
     }
     println!();
+    batch_table();
+    println!();
     println!(
         "workload 3: flush latency, last covered ack -> wait() returns \
          (300 rounds, 64 records, sink delay 200 us, waiter asleep)"
@@ -151,6 +153,51 @@ fn main() {
     }
     println!();
     watermark_table();
+}
+
+/// Workload 1 in batches: each thread sends its 64 records in one batch
+/// (`send_batch`; the mutex port takes its lock once per batch) and acks
+/// them, shuffled, in one batch (`ack_all`; the port, one lock).
+fn batch_table() {
+    println!(
+        "batches: workload 1 with each thread's {} records sent in one batch and acked, \
+         shuffled, in one batch; records per second (median of {ROUNDS} x {} ms)",
+        contenders::DEPTH,
+        RUN_FOR.as_millis()
+    );
+    println!();
+    println!(
+        "| {:>7} | {:>14} | {:>16} | {:>25} | {:>16} |",
+        "threads",
+        "inflight batch",
+        "kafka_2015 batch",
+        "inflight/kafka_2015 batch",
+        "batch/one by one"
+    );
+    println!(
+        "|{:-<9}|{:-<16}|{:-<18}|{:-<27}|{:-<18}|",
+        "", "", "", "", ""
+    );
+    for threads in THREADS {
+        let (inflight, kafka) = (Inflight::new(), Kafka2015::new());
+        let mut rates = [const { Vec::new() }; 3];
+        let until = Until::Elapsed(RUN_FOR);
+        for _ in 0..ROUNDS {
+            rates[0].push(contenders::local_batched(&inflight, threads, until).pairs_per_sec());
+            rates[1].push(contenders::local_batched(&kafka, threads, until).pairs_per_sec());
+            rates[2].push(contenders::local(&inflight, threads, until).pairs_per_sec());
+        }
+        assert_eq!(kafka.critical(), 0, "kafka_2015 port lost a record");
+        let [b, k, one] = rates.map(median);
+        println!(
+            "| {:>7} | {:>14.0} | {:>16.0} | {:>24.2}x | {:>15.2}x |",
+            threads,
+            b,
+            k,
+            b / k,
+            b / one
+        );
+    }
 }
 
 /// Workload 1 with a watermark committer: inflight_wm against

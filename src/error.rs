@@ -271,3 +271,99 @@ impl From<DrainError> for FlushError {
         }
     }
 }
+
+/// Why [`Tracker::send_batch`](crate::Tracker::send_batch) stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refused {
+    /// As [`SendError::Full`]: at capacity (or, on a progress tracker, over
+    /// the metadata budget), or out of slots or partitions.
+    Full,
+    /// As [`SendError::Closed`].
+    Closed,
+    /// As [`SendError::OutOfOrder`].
+    OutOfOrder,
+}
+
+/// A batch the tracker refused part of: the records before the refused
+/// ones were sent, and every offset not sent comes back here, in order.
+///
+/// ```
+/// use inflight::{Refused, Tracker};
+/// let tracker = Tracker::new();
+/// tracker.close();
+/// let err = tracker.send_batch(&"p", vec![1_u64, 2, 3], &mut Vec::new()).unwrap_err();
+/// assert_eq!(err.reason, Refused::Closed);
+/// assert_eq!(err.into_offsets().collect::<Vec<_>>(), [1, 2, 3]);
+/// ```
+pub struct SendBatchError<O, I> {
+    /// Why the batch stopped.
+    pub reason: Refused,
+    /// The offsets taken from the batch and not sent, in order (at least
+    /// one: one for `Full` and `OutOfOrder`, up to 64 for `Closed`).
+    pub unsent: Vec<O>,
+    /// The batch's offsets after those, not yet taken.
+    pub rest: I,
+}
+
+impl<O, I: Iterator<Item = O>> SendBatchError<O, I> {
+    pub(crate) fn new(reason: Refused, unsent: Vec<O>, rest: I) -> Self {
+        Self {
+            reason,
+            unsent,
+            rest,
+        }
+    }
+
+    /// Every offset not sent, in order: `unsent`, then `rest`.
+    pub fn into_offsets(self) -> std::iter::Chain<std::vec::IntoIter<O>, I> {
+        self.unsent.into_iter().chain(self.rest)
+    }
+}
+
+impl<O, I> fmt::Debug for SendBatchError<O, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendBatchError")
+            .field("reason", &self.reason)
+            .field("unsent", &self.unsent.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O, I> fmt::Display for SendBatchError<O, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self.reason {
+            Refused::Full => "the tracker is at capacity",
+            Refused::Closed => "the tracker is closed",
+            Refused::OutOfOrder => "an offset is not above every earlier one of its partition",
+        };
+        write!(f, "{why}; the batch stopped there, the rest was not sent")
+    }
+}
+
+impl<O, I> std::error::Error for SendBatchError<O, I> {}
+
+/// Some tickets of [`Tracker::ack_all`](crate::Tracker::ack_all) or
+/// [`Tracker::fail_all`](crate::Tracker::fail_all) could not be resolved;
+/// they changed nothing, and every other ticket was resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResolveBatchError {
+    /// How many tickets were resolved.
+    pub resolved: usize,
+    /// How many could not be.
+    pub refused: usize,
+    /// Why the first of those could not be.
+    pub first: ResolveError,
+}
+
+impl fmt::Display for ResolveBatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} tickets resolved, {} not: the first because {}",
+            self.resolved, self.refused, self.first
+        )
+    }
+}
+
+impl std::error::Error for ResolveBatchError {}

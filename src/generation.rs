@@ -185,10 +185,11 @@ impl Shards {
         }
     }
 
-    /// Counts one record into the generation numbered `id` (the open one,
-    /// as the caller loaded it) through `shard`, if the shard counts for it.
+    /// Counts `n` records (one send, or one chunk of a batch) into the
+    /// generation numbered `id` (the open one, as the caller loaded it)
+    /// through `shard`, if the shard counts for it: all of them, or none.
     #[inline]
-    pub(crate) fn enter(&self, shard: usize, id: u64) -> Entry {
+    pub(crate) fn enter(&self, shard: usize, id: u64, n: u64) -> Entry {
         let epoch = epoch_of(id);
         let word = &self.words[shard];
         // Acquire: a newer epoch here was set by a capture, which came after
@@ -206,13 +207,13 @@ impl Shards {
                     Entry::Lagging
                 };
             }
-            debug_assert!(word_live(current) < LIVE_MASK, "shard count overflow");
+            debug_assert!(word_live(current) + n <= LIVE_MASK, "shard count overflow");
             // AcqRel: this RMW and the capture's CAS on the same word decide
             // coverage by their order alone; Acquire (also on failure) as
             // for the load above.
             match word.compare_exchange_weak(
                 current,
-                current + 1,
+                current + n,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -558,17 +559,17 @@ mod tests {
     fn shards_count_capture_and_settle() {
         let shards = Shards::new();
         let g = Generation::new(0, std::ptr::null());
-        assert_eq!(shards.enter(0, g.id), Entry::Entered);
-        assert_eq!(shards.enter(1, g.id), Entry::Entered);
-        assert_eq!(shards.enter(1, g.id), Entry::Entered);
+        assert_eq!(shards.enter(0, g.id, 1), Entry::Entered);
+        assert_eq!(shards.enter(1, g.id, 1), Entry::Entered);
+        assert_eq!(shards.enter(1, g.id, 1), Entry::Entered);
         assert!(!shards.idle(&g));
         assert_eq!(g.live(&shards.snapshot()), 3);
         assert!(!shards.leave(1, &g), "an open generation never drains");
         // Seal: capture every shard in turn.
         let next = Generation::new(1, std::ptr::null());
         assert!(!shards.capture(0, &g));
-        assert_eq!(shards.enter(0, g.id), Entry::Moved);
-        assert_eq!(shards.enter(1, next.id), Entry::Lagging);
+        assert_eq!(shards.enter(0, g.id, 1), Entry::Moved);
+        assert_eq!(shards.enter(1, next.id, 1), Entry::Lagging);
         for shard in 1..SHARDS {
             assert!(!shards.capture(shard, &g));
         }
@@ -587,7 +588,7 @@ mod tests {
             1,
             "not drained: at least 1"
         );
-        assert_eq!(shards.enter(1, next.id), Entry::Entered);
+        assert_eq!(shards.enter(1, next.id, 1), Entry::Entered);
         assert!(!shards.idle(&next));
     }
 
@@ -595,7 +596,7 @@ mod tests {
     fn a_resolution_may_settle_before_its_shard_is_handed_over() {
         let shards = Shards::new();
         let g = Generation::new(0, std::ptr::null());
-        assert_eq!(shards.enter(0, g.id), Entry::Entered);
+        assert_eq!(shards.enter(0, g.id, 1), Entry::Entered);
         // The capture's CAS moved the word, but its add has not landed: the
         // resolution settles against `pending` first.
         shards.words[0].store(1 << LIVE_BITS, Ordering::Relaxed);

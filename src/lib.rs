@@ -134,6 +134,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod batch;
 mod error;
 mod flush;
 mod future;
@@ -153,7 +154,10 @@ mod tracker;
 mod waiter;
 mod watermark;
 
-pub use error::{BeginFlushError, DrainError, FlushError, ResolveError, SendError};
+pub use error::{
+    BeginFlushError, DrainError, FlushError, Refused, ResolveBatchError, ResolveError,
+    SendBatchError, SendError,
+};
 pub use flush::{Flush, OwnedFlush};
 pub use progress::{DecodeError, Progress, SeqOffset, NO_POSITION};
 pub use revoke::Revoked;

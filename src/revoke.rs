@@ -268,12 +268,26 @@ where
         tag: u32,
         lifecycle: &Lifecycle,
     ) {
-        if let Some((wakes, room)) = self.release(index, tag) {
-            // AcqRel: a revoke's swap takes the count.
-            lifecycle.released_late.fetch_add(1, Ordering::AcqRel);
-            let wakes = wakes | self.advance_watermark(partition);
-            self.wake(wakes, room);
-        }
+        let (wakes, room) = self.release_late(index, partition, tag, lifecycle);
+        self.wake(wakes, room);
+    }
+
+    /// [`release_revoked_send`](Self::release_revoked_send) without the
+    /// wake: returns whether waiters must be woken and whether a sender
+    /// waits for room (a batch wakes once, for all its records).
+    pub(crate) fn release_late(
+        &self,
+        index: usize,
+        partition: u32,
+        tag: u32,
+        lifecycle: &Lifecycle,
+    ) -> (bool, bool) {
+        let Some((wakes, room)) = self.release(index, tag) else {
+            return (false, false);
+        };
+        // AcqRel: a revoke's swap takes the count.
+        lifecycle.released_late.fetch_add(1, Ordering::AcqRel);
+        (wakes | self.advance_watermark(partition), room)
     }
 
     /// Waits, at most `timeout`, until every record of `partition` sent

@@ -118,7 +118,7 @@ where
         };
 
         let shard = home % SHARDS;
-        let (generation, wakes) = self.enter(shard);
+        let (generation, wakes) = self.enter(shard, 1);
         undo.entered = Some((shard, generation));
         if wakes {
             // A capture this send made for a sealer drained a generation.
@@ -317,13 +317,14 @@ where
         result
     }
 
-    /// Counts a record into the open generation through `shard`, retrying
+    /// Counts `n` records (a send, or a chunk of a batch) into the open
+    /// generation through `shard`, all in one step, retrying
     /// past generations sealed under us, and returns that generation, and
     /// whether a capture made on the way drained one (the caller then wakes
     /// waiters, once it can afford user code). The reference is good while
     /// the record counts in the generation: until its resolution leaves it.
     #[inline]
-    fn enter(&self, shard: usize) -> (&Generation, bool) {
+    pub(crate) fn enter(&self, shard: usize, n: u64) -> (&Generation, bool) {
         let mut wakes = false;
         loop {
             // Acquire: pairs with the sealers' Release `fetch_max`, so the
@@ -334,7 +335,7 @@ where
             // and entering (a send that may find its generation sealed).
             #[cfg(all(test, not(loom)))]
             std::thread::yield_now();
-            match self.shards.enter(shard, id) {
+            match self.shards.enter(shard, id, n) {
                 Entry::Entered => return (self.numbered(id), wakes),
                 // Sealed under us: the sealer moved `open_id` on before
                 // capturing the shard, so the next load sees a newer one.

@@ -325,12 +325,19 @@ impl<P, O> Tracker<P, O> {
     /// user code).
     #[must_use]
     pub(crate) fn return_permit(&self) -> bool {
-        if self.capacity.is_none() {
+        self.return_permits(1)
+    }
+
+    /// Gives `n` permits back at once (a batch's resolutions), as
+    /// [`return_permit`](Self::return_permit) gives one.
+    #[must_use]
+    pub(crate) fn return_permits(&self, n: usize) -> bool {
+        if self.capacity.is_none() || n == 0 {
             return false;
         }
         // AcqRel: Acquire, when this reads `ROOM_WANTED`, sees the waiting
         // sender's registration, made before its Release CAS set the bit.
-        let wanted = self.permits.fetch_sub(1, Ordering::AcqRel) & ROOM_WANTED != 0;
+        let wanted = self.permits.fetch_sub(n, Ordering::AcqRel) & ROOM_WANTED != 0;
         // Mutant `lost_room_wakeup` (loom suite only): a resolution never
         // tells that a sender waits for room, so nobody wakes it.
         #[cfg(inflight_mutant = "lost_room_wakeup")]

@@ -97,6 +97,46 @@ fn steady_state(tracker: inflight::Tracker<u64, u64>) {
     assert_eq!(tracker.in_flight(), 0);
 }
 
+/// Batches too: `send_batch` into a reused `Vec`, `ack_all` out of it.
+#[test]
+fn steady_state_batches_allocate_nothing() {
+    for tracker in [
+        inflight::Tracker::new(),
+        inflight::Tracker::builder().watermarks().build(),
+    ] {
+        let mut tickets = Vec::with_capacity(256);
+        let mut cycle = |tracker: &inflight::Tracker<u64, u64>, base: u64| {
+            for p in 0..PARTITIONS {
+                let from = base + p * 1_000;
+                tracker
+                    .send_batch(&p, from..from + 100, &mut tickets)
+                    .unwrap();
+            }
+            tickets.reverse();
+            assert_eq!(tracker.ack_all(tickets.drain(..)).unwrap(), 400);
+        };
+        for round in 0..16 {
+            cycle(&tracker, round * 10_000);
+        }
+        let mut flush = tracker.begin_flush().unwrap();
+        flush.wait(Duration::ZERO).unwrap();
+        flush.commit().unwrap();
+        for round in 16..32 {
+            cycle(&tracker, round * 10_000);
+        }
+        let allocations = allocations_during(|| {
+            for round in 32..500 {
+                cycle(&tracker, round * 10_000);
+            }
+        });
+        assert_eq!(
+            allocations, 0,
+            "send_batch/ack_all allocated in the steady state"
+        );
+        assert_eq!(tracker.in_flight(), 0);
+    }
+}
+
 #[test]
 fn a_flush_cycle_allocates_a_bounded_amount() {
     let tracker = inflight::Tracker::new();

@@ -47,6 +47,9 @@ fn replay(target: &str, run: impl Fn(&[u8])) {
 fn corpus_ops() {
     let reached = RefCell::new(BTreeSet::new());
     let (out_of_order, reported) = (RefCell::new(0), RefCell::new(0));
+    // Batches: one across a chunk boundary, one refused, a resolution
+    // batch that refuses a ticket (see `tests/fuzz_batch.rs`).
+    let batches = RefCell::new(BTreeSet::new());
     replay("ops", |data| {
         let traced = harness::run_ops_traced(data);
         let kinds = traced
@@ -58,6 +61,20 @@ fn corpus_ops() {
             *out_of_order.borrow_mut() += usize::from(what == "send = OutOfOrder");
             *reported.borrow_mut() +=
                 usize::from(what.starts_with("progress = {") && what != "progress = {}");
+            let sent = |n: &str| {
+                let n = n.strip_prefix("Ok(")?.strip_suffix(')')?;
+                n.parse::<usize>().ok()
+            };
+            let batch = match what.strip_prefix("send_batch = ") {
+                Some(n) if n.starts_with("Ok(") => {
+                    (sent(n) > Some(64)).then_some("a batch of more than 64")
+                }
+                Some(_) => Some("a batch refused"),
+                None => what
+                    .contains("_all = Err(")
+                    .then_some("a resolution batch refusing a ticket"),
+            };
+            batches.borrow_mut().extend(batch);
         }
     });
     assert!(
@@ -65,6 +82,12 @@ fn corpus_ops() {
         "no corpus input sends out of order"
     );
     assert!(*reported.borrow() > 0, "no corpus input reports progress");
+    assert_eq!(
+        batches.borrow().len(),
+        3,
+        "the corpus reaches only {:?} of batches",
+        batches.borrow()
+    );
     let reached = reached.into_inner();
     // (`Eq` in the calls that build a map runs only on a hash collision
     // there; the `model_*_panics_*` tests below cover the rest.)
@@ -90,6 +113,12 @@ fn corpus_ops() {
         ("send", "OffsetSeq"),
         ("progress", "PartitionClone"),
         ("progress", "PartitionHash"),
+        ("send_batch", "PartitionHash"),
+        ("send_batch", "PartitionEq"),
+        ("send_batch", "PartitionClone"),
+        ("send_batch", "OffsetDrop"),
+        ("send_batch", "OffsetClone"),
+        ("send_batch", "OffsetSeq"),
     ];
     for (call, act) in expected {
         assert!(

@@ -16,242 +16,16 @@
 //! run no user `Drop` at all (offsets are dropped when their slot is next
 //! used, by a `send`, before it takes anything).
 
-use inflight::{FlushError, SendError, Ticket, Tracker};
-use std::cell::{Cell, RefCell};
+use inflight::{FlushError, SendError, Tracker};
 use std::collections::HashMap;
-use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Duration;
 
-/// Long enough that reaching it means a wake-up was lost.
-const FOREVER: Duration = Duration::from_secs(3600);
-
-/// What a planned panic hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Act {
-    Drop,
-    Clone,
-    Hash,
-    Eq,
-}
-
-thread_local! {
-    /// The next `(act, id)` that panics, once.
-    static ARMED: Cell<Option<(Act, u64)>> = const { Cell::new(None) };
-    /// Offsets and keys alive (made or cloned, not yet dropped).
-    static LIVE: Cell<i64> = const { Cell::new(0) };
-    /// Calls of the instrumented methods, to prove where none run.
-    static CALLS: Cell<u64> = const { Cell::new(0) };
-    /// Every planned panic that fired.
-    static FIRED: RefCell<Vec<(Act, u64)>> = const { RefCell::new(Vec::new()) };
-}
-
-const PLANNED: &str = "planned panic";
-
-/// Keeps the default panic hook's report for every panic but ours.
-fn quiet_planned_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let planned = info
-                .payload()
-                .downcast_ref::<String>()
-                .is_some_and(|m| m.starts_with(PLANNED));
-            if !planned {
-                default(info);
-            }
-        }));
-    });
-}
-
-fn arm(act: Act, id: u64) {
-    quiet_planned_panics();
-    ARMED.with(|a| a.set(Some((act, id))));
-}
-
-/// Counts a call of `act` on `id` and panics if it was armed.
-fn hit(act: Act, id: u64) {
-    CALLS.with(|c| c.set(c.get() + 1));
-    if ARMED.with(|a| a.get()) == Some((act, id)) {
-        ARMED.with(|a| a.set(None));
-        FIRED.with(|f| f.borrow_mut().push((act, id)));
-        panic!("{PLANNED}: {act:?} of {id}");
-    }
-}
-
-fn live() -> i64 {
-    LIVE.with(Cell::get)
-}
-
-fn calls() -> u64 {
-    CALLS.with(Cell::get)
-}
-
-fn fired() -> Vec<(Act, u64)> {
-    FIRED.with(|f| std::mem::take(&mut *f.borrow_mut()))
-}
-
-/// Runs `f`, which must panic with the armed panic.
-fn expect_planned_panic<R>(what: &str, f: impl FnOnce() -> R) {
-    let armed = ARMED.with(Cell::get).expect("armed");
-    assert!(
-        catch_unwind(AssertUnwindSafe(f)).is_err(),
-        "{what}: expected the planned {armed:?} panic"
-    );
-    assert_eq!(fired(), vec![armed], "{what}: the planned panic fired");
-}
-
-/// Runs `f`, in which no instrumented method may run (no user code of `P`
-/// or `O`).
-fn no_user_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
-    let before = calls();
-    let result = f();
-    assert_eq!(calls(), before, "{what} ran user code");
-    result
-}
-
-const CANARY: u64 = 0x5afe_c0de;
-const POISON: u64 = 0xdead_dead;
-
-/// An offset whose `Clone` and `Drop` may panic (the `Drop` of the value
-/// given to `send` only, not of the clones the tracker hands out). Its
-/// canary lives on the heap, so a clone of a dropped value reads freed
-/// memory (AddressSanitizer reports it) or the poison (the assertion does).
-#[derive(Debug)]
-struct Off {
-    id: u64,
-    canary: Box<u64>,
-    original: bool,
-}
-
-impl Off {
-    fn new(id: u64) -> Self {
-        LIVE.with(|l| l.set(l.get() + 1));
-        Self {
-            id,
-            canary: Box::new(CANARY),
-            original: true,
-        }
-    }
-}
-
-impl Clone for Off {
-    fn clone(&self) -> Self {
-        assert_eq!(*self.canary, CANARY, "clone of dropped offset {}", self.id);
-        hit(Act::Clone, self.id);
-        let mut clone = Self::new(self.id);
-        clone.original = false;
-        clone
-    }
-}
-
-impl Drop for Off {
-    fn drop(&mut self) {
-        assert_eq!(*self.canary, CANARY, "offset {} dropped twice", self.id);
-        *self.canary = POISON;
-        LIVE.with(|l| l.set(l.get() - 1));
-        if self.original {
-            hit(Act::Drop, self.id);
-        }
-    }
-}
-
-/// A partition key whose `Hash`, `Eq`, `Clone` and `Drop` may panic (the
-/// `Drop` of a key given to `send` only, as for [`Off`]).
-#[derive(Debug)]
-struct Key {
-    id: u64,
-    original: bool,
-}
-
-impl Key {
-    fn new(id: u64) -> Self {
-        LIVE.with(|l| l.set(l.get() + 1));
-        Self { id, original: true }
-    }
-}
-
-impl Clone for Key {
-    fn clone(&self) -> Self {
-        hit(Act::Clone, self.id);
-        let mut clone = Self::new(self.id);
-        clone.original = false;
-        clone
-    }
-}
-
-impl Drop for Key {
-    fn drop(&mut self) {
-        LIVE.with(|l| l.set(l.get() - 1));
-        if self.original {
-            hit(Act::Drop, self.id);
-        }
-    }
-}
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        hit(Act::Hash, self.id);
-        self.id.hash(state);
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        hit(Act::Eq, self.id);
-        self.id == other.id
-    }
-}
-
-impl Eq for Key {}
-
-/// Key ids from 1000 on, offset ids below: one id names one value.
-const K: u64 = 1000;
-
-type T = Tracker<Key, Off>;
-
-fn send(tracker: &T, key: u64, offset: u64) -> Ticket {
-    tracker.send(Key::new(K + key), Off::new(offset)).unwrap()
-}
-
-/// The offsets of a map, by key id.
-fn ids(offsets: &HashMap<Key, Off>) -> Vec<(u64, u64)> {
-    let mut ids: Vec<_> = offsets.iter().map(|(k, o)| (k.id - K, o.id)).collect();
-    ids.sort_unstable();
-    ids
-}
-
-/// One barrier flush that must succeed: its offsets by key id.
-fn flush(tracker: &T) -> Vec<(u64, u64)> {
-    let mut flush = tracker.begin_flush().unwrap();
-    let offsets = flush.wait(FOREVER).unwrap();
-    flush.commit().unwrap();
-    ids(&offsets)
-}
-
-/// The tracker still works: a new record is counted, flushed and drained,
-/// and nothing else is in flight (the caller has resolved everything).
-fn assert_usable(tracker: &T, fresh_offset: u64) {
-    assert_eq!(tracker.in_flight(), 0, "nothing left in flight");
-    tracker.drain(Duration::ZERO).unwrap();
-    let ticket = send(tracker, 999, fresh_offset);
-    assert_eq!(tracker.in_flight(), 1);
-    tracker.ack(ticket).unwrap();
-    assert!(flush(tracker).contains(&(999, fresh_offset)));
-    tracker.drain(Duration::ZERO).unwrap();
-}
-
-/// Drops the tracker and checks that every value made was dropped once.
-fn assert_all_dropped(tracker: T) {
-    drop(tracker);
-    assert_eq!(live(), 0, "values leaked (> 0) or dropped twice (< 0)");
-}
+mod panicky;
+use panicky::*;
 
 // ---- O: Drop --------------------------------------------------------------
 
@@ -354,7 +128,7 @@ fn every_offset_drop_may_panic_over_folds_and_commits() {
                 );
             }
         }
-        ARMED.with(|a| a.set(None));
+        disarm();
         let _ = fired();
         assert_usable(&tracker, 100);
         assert_all_dropped(tracker);
@@ -411,7 +185,7 @@ fn watermark_advances_survive_panicking_offset_drops() {
         }
         assert_eq!(ids(&tracker.committable()), vec![(7, last.unwrap())]);
         tracker.drain(Duration::ZERO).unwrap();
-        ARMED.with(|a| a.set(None));
+        disarm();
         let _ = fired();
     }
     assert_usable(&tracker, 50);
@@ -593,65 +367,6 @@ fn a_send_whose_key_panics_takes_nothing() {
         assert_usable(&tracker, 4);
         assert_all_dropped(tracker);
     }
-}
-
-// ---- Wakers -----------------------------------------------------------------
-
-/// A waker that counts its wakes, and panics on wake, clone or drop when
-/// told to. Clones share the counters.
-struct TestWaker {
-    woken: AtomicUsize,
-    panic_on_wake: bool,
-    panic_on_clone: bool,
-}
-
-fn test_waker(panic_on_wake: bool, panic_on_clone: bool) -> (Arc<TestWaker>, Waker) {
-    quiet_planned_panics();
-    let state = Arc::new(TestWaker {
-        woken: AtomicUsize::new(0),
-        panic_on_wake,
-        panic_on_clone,
-    });
-    let raw = RawWaker::new(Arc::into_raw(Arc::clone(&state)).cast(), &VTABLE);
-    // SAFETY: the vtable below keeps the `Arc` count right for every clone.
-    (state, unsafe { Waker::from_raw(raw) })
-}
-
-const VTABLE: RawWakerVTable = RawWakerVTable::new(
-    |data| {
-        // SAFETY: `data` came from `Arc::into_raw`.
-        let state = unsafe { &*data.cast::<TestWaker>() };
-        if state.panic_on_clone {
-            panic!("{PLANNED}: waker clone");
-        }
-        // SAFETY: as above; one more reference for the clone.
-        unsafe { Arc::increment_strong_count(data.cast::<TestWaker>()) };
-        RawWaker::new(data, &VTABLE)
-    },
-    |data| {
-        // SAFETY: `data` came from `Arc::into_raw`; this consumes it.
-        let state = unsafe { Arc::from_raw(data.cast::<TestWaker>()) };
-        state.woken.fetch_add(1, Ordering::SeqCst);
-        if state.panic_on_wake {
-            panic!("{PLANNED}: wake");
-        }
-    },
-    |data| {
-        // SAFETY: `data` came from `Arc::into_raw`.
-        let state = unsafe { &*data.cast::<TestWaker>() };
-        state.woken.fetch_add(1, Ordering::SeqCst);
-        if state.panic_on_wake {
-            panic!("{PLANNED}: wake");
-        }
-    },
-    |data| {
-        // SAFETY: `data` came from `Arc::into_raw`; this consumes it.
-        drop(unsafe { Arc::from_raw(data.cast::<TestWaker>()) });
-    },
-);
-
-fn poll_with<F: Future>(future: std::pin::Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(waker))
 }
 
 /// A waker that panics when woken does not keep the other waiters from

@@ -383,8 +383,10 @@ async fn send_async_under_a_bounded_tracker_with_tasks_acking() {
         })
     };
     for offset in 0..RECORDS {
+        // (The bound itself is checked where it is exact: `in_flight()` is
+        // a moment's snapshot while the acker runs, and may count a record
+        // acked on one thread beside one sent on another.)
         let ticket = tracker.send_async(offset % 3, offset).await.unwrap();
-        assert!(tracker.in_flight() <= 8);
         tx.send(ticket).unwrap();
     }
     drop(tx);

@@ -33,6 +33,7 @@ use dashmap::DashMap;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{mpsc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -62,6 +63,18 @@ pub trait Contender: Sync + Sized {
     /// Starts a flush covering every record sent so far. The benchmarks run
     /// at most one flusher, so this never finds another flush in progress.
     fn begin_flush(&self) -> Self::Flush<'_>;
+    /// Sends `offsets` of `partition` as one batch (a source's poll),
+    /// pushing their tokens in order. The default sends one at a time.
+    fn send_batch(&self, partition: u32, offsets: Range<u64>, tokens: &mut Vec<Self::Token>) {
+        tokens.extend(offsets.map(|o| self.send(partition, o)));
+    }
+    /// Acks every token of `tokens` as one batch (a sink's report),
+    /// leaving it empty. The default acks one at a time.
+    fn ack_batch(&self, tokens: &mut Vec<Self::Token>) {
+        for token in tokens.drain(..) {
+            self.ack(token);
+        }
+    }
 }
 
 /// The flusher's half: wait with a deadline, then commit or abort.
@@ -124,6 +137,20 @@ impl Contender for Inflight {
 
     fn begin_flush(&self) -> Self::Flush<'_> {
         self.0.begin_flush().expect("one flusher at a time")
+    }
+
+    #[inline]
+    fn send_batch(&self, partition: u32, offsets: Range<u64>, tokens: &mut Vec<inflight::Ticket>) {
+        if let Err(e) = self.0.send_batch(&partition, offsets, tokens) {
+            panic!("inflight send_batch: {e}");
+        }
+    }
+
+    #[inline]
+    fn ack_batch(&self, tokens: &mut Vec<inflight::Ticket>) {
+        if let Err(e) = self.0.ack_all(tokens.drain(..)) {
+            panic!("inflight ack_all: {e}");
+        }
     }
 }
 
@@ -293,6 +320,50 @@ impl Contender for Kafka2015 {
             s.critical += 1;
         } else if s.flushing && s.outstanding.is_empty() {
             // Java calls notifyAll holding the monitor; so does the port.
+            self.drained.notify_all();
+        }
+    }
+
+    /// `sendRecords` for a whole poll: the loop of `send` above under one
+    /// lock (Kafka's takes the monitor per record; one lock per batch is
+    /// the port at its best).
+    #[inline]
+    fn send_batch(&self, partition: u32, offsets: Range<u64>, tokens: &mut Vec<u64>) {
+        let mut s = self.state.lock().unwrap();
+        let mut last = None;
+        for offset in offsets {
+            let id = s.next_id;
+            s.next_id += 1;
+            if !s.flushing {
+                s.outstanding.insert(id, (partition, offset));
+            } else {
+                s.backlog.insert(id, (partition, offset));
+            }
+            last = Some(offset);
+            tokens.push(id);
+        }
+        if let Some(offset) = last {
+            s.data.insert(partition, offset);
+        }
+    }
+
+    /// `recordSent` for a batch of callbacks, under one lock.
+    #[inline]
+    fn ack_batch(&self, tokens: &mut Vec<u64>) {
+        let mut s = self.state.lock().unwrap();
+        let mut drained = false;
+        for id in tokens.drain(..) {
+            let mut removed = s.outstanding.remove(&id);
+            if removed.is_none() && s.flushing {
+                removed = s.backlog.remove(&id);
+            }
+            if removed.is_none() {
+                s.critical += 1;
+            } else if s.flushing && s.outstanding.is_empty() {
+                drained = true;
+            }
+        }
+        if drained {
             self.drained.notify_all();
         }
     }
@@ -747,6 +818,54 @@ pub fn local<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
                         for &i in &perms[batches as usize % perms.len()] {
                             c.ack(tokens[i as usize].take().unwrap());
                         }
+                        batches += 1;
+                    }
+                    batches * DEPTH as u64
+                })
+            })
+            .collect();
+        Run::collect(&start, workers, &stop, flusher)
+    })
+}
+
+/// Workload 1 in batches: as [`local`], but each thread sends its `DEPTH`
+/// records with one `send_batch` and acks them, shuffled, with one
+/// `ack_batch` (a source that polls batches, a sink that reports them).
+pub fn local_batched<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
+    let start = Barrier::new(threads + 1);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let flusher = s.spawn(|| flusher(c, &stop));
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let start = &start;
+                s.spawn(move || {
+                    let perms = permutations(t as u64 + 1, 16);
+                    let mut sent: Vec<C::Token> = Vec::with_capacity(DEPTH);
+                    let mut taken: Vec<Option<C::Token>> = Vec::with_capacity(DEPTH);
+                    let mut shuffled: Vec<C::Token> = Vec::with_capacity(DEPTH);
+                    let partition = t as u32;
+                    let mut offset = 0_u64;
+                    let mut batches = 0_u64;
+                    start.wait();
+                    let deadline = match until {
+                        Until::Elapsed(d) => Some(Instant::now() + d),
+                        Until::Units(_) => None,
+                    };
+                    loop {
+                        match (until, deadline) {
+                            (Until::Units(n), _) if batches >= n => break,
+                            (_, Some(d)) if Instant::now() >= d => break,
+                            _ => {}
+                        }
+                        c.send_batch(partition, offset..offset + DEPTH as u64, &mut sent);
+                        offset += DEPTH as u64;
+                        taken.extend(sent.drain(..).map(Some));
+                        for &i in &perms[batches as usize % perms.len()] {
+                            shuffled.push(taken[i as usize].take().unwrap());
+                        }
+                        taken.clear();
+                        c.ack_batch(&mut shuffled);
                         batches += 1;
                     }
                     batches * DEPTH as u64

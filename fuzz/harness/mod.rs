@@ -30,6 +30,7 @@
 //! | `model.rs` | [`Model`], the sequential reference model, and its rules |
 //! | `ops.rs` | the `ops` target: [`Op`], the lockstep simulator, [`run_ops`], [`run_op_list`], [`run_ops_traced`], [`run_op_list_traced`], [`run_setup_ops`], and the rules for a panic in user code |
 //! | `resolve.rs` | resolutions in `ops`: [`Which`] ticket, and the checks of what `ack`, `fail` and their raw forms answer |
+//! | `batch.rs` | batches in `ops`: [`SendBatch`] and [`ResolveAll`], checked as the loops of single calls they stand for, and their panics |
 //! | `progress.rs` | the progress side of `ops`: the offsets a send picks on a progress tracker ([`offset_of`]), the model's expected [`Progress`](inflight::Progress) and what `progress()` must report |
 //! | `user.rs` | the panicking user types [`Part`] and [`Off`], arming, and the counts of live values and user-code calls |
 //! | `raw.rs` | the `raw_tickets` target: [`Probe`], [`run_raw_tickets`] |
@@ -42,6 +43,7 @@ use inflight::{SeqOffset, Ticket, Tracker};
 use std::collections::HashMap;
 use std::hash::Hash;
 
+mod batch;
 mod decode;
 mod model;
 mod ops;
@@ -55,6 +57,7 @@ mod user;
 // `tests/fuzz_replay.rs`, which uses only some of them.
 #[allow(unused_imports)]
 pub use self::{
+    batch::{ResolveAll, SendBatch, MAX_RECORDS},
     decode::{run_decode, run_decode_str, run_from_pending},
     model::{Model, REVOKED_COUNTS_REPORTED_AGAIN},
     ops::{

@@ -27,6 +27,9 @@
 //!   enters as sent and failed.
 //! - `progress` may run the `Clone`, `Hash` and `Eq` of the partitions it
 //!   reports (see `progress.rs`).
+//! - `send_batch` may run what the sends it stands for may run, and a
+//!   panic backs out a chunk of up to 64 records (see `batch.rs`);
+//!   `ack_all` and `fail_all` run no user code.
 //! - `committable` and `committable_with_stats` may run the `Clone`, `Hash`
 //!   and `Eq` of the partitions they return, the `Clone` of the offsets
 //!   they return, and (with statistics) the `Clone` of the stopped and
@@ -54,6 +57,7 @@
 //! ([`Sim::finish`]), then drops the tracker: every partition and offset
 //! made must have been dropped exactly once.
 
+use super::batch::{ResolveAll, SendBatch};
 use super::model::{plain, Model, ModelCommittable, Phase, Refused, NO_TICKET};
 use super::progress::Reports;
 use super::resolve::Which;
@@ -125,6 +129,10 @@ pub enum Op {
     },
     /// `progress()`, checked against the model (see `progress.rs`).
     Progress,
+    /// `send_batch`, checked as a loop of sends (see `batch.rs`).
+    SendBatch(SendBatch),
+    /// `ack_all` / `fail_all` of several tickets (see `batch.rs`).
+    ResolveAll(ResolveAll),
 }
 
 /// A planned panic that escaped a call of `run_op_list`.
@@ -133,8 +141,9 @@ pub struct Fired {
     /// The step it escaped: the index of the op in the list (counting on
     /// past its end into the final steps).
     pub step: usize,
-    /// The call: `send`, `committable`, `committable_with_stats`, `wait`,
-    /// `revoke`, `drain_partition` or `progress`.
+    /// The call: `send`, `send_batch`, `committable`,
+    /// `committable_with_stats`, `wait`, `revoke`, `drain_partition` or
+    /// `progress`.
     pub call: &'static str,
     /// What panicked.
     pub act: Act,
@@ -155,7 +164,7 @@ pub(super) struct Sim<'t> {
     /// Records whose ticket is held as a raw value: live, or released.
     pub(super) raws: Vec<usize>,
     /// Offset values the tracker kept (it may drop them in any later send).
-    kept: HashSet<u64>,
+    pub(super) kept: HashSet<u64>,
     /// The planned panics that escaped, in order.
     fired: Vec<Fired>,
     /// Steps begun.
@@ -300,6 +309,8 @@ impl<'t> Sim<'t> {
                 }
             }
             Op::Progress => self.progress(),
+            Op::SendBatch(batch) => self.send_batch(batch),
+            Op::ResolveAll(op) => self.resolve_all(op),
         }
         self.check(op);
     }
@@ -379,7 +390,7 @@ impl<'t> Sim<'t> {
 
     /// Whether `send(partition, offset)` with this `outcome` may run the
     /// user code that panicked (see the module docs).
-    fn send_may_run(
+    pub(super) fn send_may_run(
         &self,
         partition: u8,
         offset: u64,

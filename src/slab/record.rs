@@ -18,17 +18,19 @@ impl<O> Slab<O> {
         life: u32,
         holds: u64,
     ) -> u32 {
+        let next = self.stamp(slot, holds);
+        self.fill(slot, value, partition, life);
+        next
+    }
+
+    /// Gives a slot the caller owns its next tag and the hold bits `holds`
+    /// (still `FREE`), and returns the tag: the first half of `prepare`.
+    #[inline]
+    pub(crate) fn stamp(&self, slot: &Slot<O>, holds: u64) -> u32 {
         debug_assert_eq!(holds & !HOLDS, 0);
-        // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
-        // else reads or writes its value; a free slot holds no value.
-        slot.value.with_mut(|v| unsafe { (*v).write(value) });
         // Relaxed: the slot is still private to this thread.
         let previous_state = slot.state.load(Ordering::Relaxed);
-        let previous = tag(previous_state);
-        let next = match previous.wrapping_add(1) {
-            0 => 1,
-            t => t,
-        };
+        let next = next_tag(previous_state);
         // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
         let remembers = previous_state & REMEMBERS;
         // A swap, not a store: a revoke's `touch` may precede it, and the
@@ -39,17 +41,60 @@ impl<O> Slab<O> {
             (u64::from(next) << 32) | holds | FREE | remembers,
             Ordering::Relaxed,
         );
-        // Release fence: the new tag before the fields below, for a progress
-        // walk that reads a slot without holding it (`watermark::order`):
-        // if it reads any of them (or the position the send stores next), its
-        // Acquire fence makes its check of the state see the new tag, and it
-        // drops what it read. Free on x86, where the swap is a full barrier.
+        // Release fence: the new tag before the fields `fill` writes next,
+        // for a progress walk that reads a slot without holding it
+        // (`watermark::order`): if it reads any of them (or the position
+        // the send stores next), its Acquire fence makes its check of the
+        // state see the new tag, and it drops what it read. Free on x86,
+        // where the swap is a full barrier.
         fence(Ordering::Release);
+        next
+    }
+
+    /// Writes a record's offset, partition and life into a slot the caller
+    /// owns; the second half of `prepare`, and all a batch's record that
+    /// nothing points at before its publish needs (see
+    /// [`publish_filled`](Self::publish_filled)).
+    #[inline]
+    pub(crate) fn fill(&self, slot: &Slot<O>, value: O, partition: u32, life: u32) {
+        // SAFETY: the caller owns the slot (it came from `alloc`), so nothing
+        // else reads or writes its value; a free slot holds no value.
+        slot.value.with_mut(|v| unsafe { (*v).write(value) });
         // Relaxed, all three: private until the Release publish (or a
         // Release cell CAS or queue link that makes it reachable as held).
         slot.link.store(partition, Ordering::Relaxed);
         slot.life.store(life, Ordering::Relaxed);
         slot.next_queued.store(0, Ordering::Relaxed);
+    }
+
+    /// Publishes a filled slot that was never stamped, in one step: its
+    /// next tag, `LIVE`, no hold; returns the tag. Only for a record that
+    /// nothing reaches before it is resolvable, on a tracker without
+    /// watermarks (no queue links it, no cell holds it, no walk reads it):
+    /// a batch's records but the last of each chunk.
+    #[inline]
+    pub(crate) fn publish_filled(&self, slot: &Slot<O>) -> u32 {
+        // Relaxed: the slot is still private to this thread.
+        let previous_state = slot.state.load(Ordering::Relaxed);
+        let next = next_tag(previous_state);
+        let remembers = previous_state & REMEMBERS;
+        // AcqRel, as `publish` (which this is, with `stamp` folded in):
+        // Release publishes the value, fields and generation to the
+        // resolver's Acquire CAS and a revoke's later `touch`; Acquire reads
+        // the release sequence of a revoke's `touch` that came first, so the
+        // send's re-load of its life sees the revoke's bump. A swap, for
+        // that: every write to the word stays an RMW.
+        #[cfg(not(inflight_mutant = "stored_publish"))]
+        slot.state
+            .swap((u64::from(next) << 32) | LIVE | remembers, Ordering::AcqRel);
+        // Mutant `stored_publish` (loom suite only): a Release store, which
+        // neither reads a revoke's earlier `touch` nor continues its release
+        // sequence, so the batch's life re-check can miss the revoke.
+        #[cfg(inflight_mutant = "stored_publish")]
+        slot.state.store(
+            (u64::from(next) << 32) | LIVE | remembers,
+            Ordering::Release,
+        );
         next
     }
 
@@ -67,6 +112,17 @@ impl<O> Slab<O> {
         // Relaxed: nothing else reads these bits of an unpublished slot: a
         // newer record may clear HELD, but only a hold it displaced.
         slot.state.fetch_and(!holds, Ordering::Relaxed);
+    }
+
+    /// Adds `holds` to a prepared, unpublished slot: the last record of a
+    /// batch's chunk, which its partition cell is about to hold.
+    #[inline]
+    pub(crate) fn hold_prepared(&self, slot: &Slot<O>, holds: u64) {
+        // Relaxed: nothing reads these bits before the install's Release
+        // swap or the publish. An RMW, as `prepare`'s swap: a revoke's
+        // `touch` may have come first, and its release sequence must reach
+        // the publish unbroken.
+        slot.state.fetch_or(holds, Ordering::Relaxed);
     }
 
     /// Makes a prepared slot resolvable by its ticket.

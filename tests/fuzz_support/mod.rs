@@ -3,7 +3,7 @@
 //! (each includes the harness as `harness`).
 #![allow(dead_code)] // each test file uses a part
 
-use super::harness::{self, Act, Fired, Op, Which};
+use super::harness::{self, Act, Fired, Op, ResolveAll, SendBatch, Which};
 
 pub fn send(partition: u8, offset: u8) -> Op {
     Op::Send { partition, offset }
@@ -41,4 +41,139 @@ pub fn returned(traced: &harness::Traced, expected: &[(usize, &str)]) {
 
 pub fn traced(capacity: Option<usize>, watermarks: bool, ops: &[Op]) -> harness::Traced {
     harness::run_op_list_traced(capacity, watermarks, false, ops)
+}
+
+/// The bytes of an `ops` input that `arbitrary` decodes as `setup` (the
+/// setup byte: see `pick_ops_setup`) and then `ops`: per op a byte with
+/// bit 0 set, the variant as a little-endian `u32` whose product with the
+/// number of variants, shifted right by 32, is its index, then its fields
+/// in order; a 0 byte ends the list. For corpus files written from op
+/// lists (see `fuzz/README.md`); `encoded_ops_decode_back` checks it.
+pub fn encode_ops(setup: u8, ops: &[Op]) -> Vec<u8> {
+    let mut out = vec![setup];
+    for op in ops {
+        out.push(1);
+        encode_op(&mut out, op);
+    }
+    out.push(0);
+    out
+}
+
+/// The `u32` that `arbitrary` reads as variant `index` of `count`.
+fn variant(out: &mut Vec<u8>, index: u64, count: u64) {
+    let tag = (index << 32).div_ceil(count);
+    out.extend_from_slice(&(tag as u32).to_le_bytes());
+}
+
+fn encode_op(out: &mut Vec<u8>, op: &Op) {
+    const OPS: u64 = 18;
+    match op {
+        Op::Send { partition, offset } => {
+            variant(out, 0, OPS);
+            out.extend([*partition, *offset]);
+        }
+        Op::Resolve { which, fail } => {
+            variant(out, 1, OPS);
+            encode_which(out, which);
+            out.push(u8::from(*fail));
+        }
+        Op::IntoRaw(i) => {
+            variant(out, 2, OPS);
+            out.push(*i);
+        }
+        Op::Forget(i) => {
+            variant(out, 3, OPS);
+            out.push(*i);
+        }
+        Op::BeginFlush => variant(out, 4, OPS),
+        Op::Wait => variant(out, 5, OPS),
+        Op::Commit => variant(out, 6, OPS),
+        Op::Abort => variant(out, 7, OPS),
+        Op::Interrupt => variant(out, 8, OPS),
+        Op::Close => variant(out, 9, OPS),
+        Op::Committable { stats } => {
+            variant(out, 10, OPS);
+            out.push(u8::from(*stats));
+        }
+        Op::Drain => variant(out, 11, OPS),
+        Op::Revoke(p) => {
+            variant(out, 12, OPS);
+            out.push(*p);
+        }
+        Op::DrainPartition(p) => {
+            variant(out, 13, OPS);
+            out.push(*p);
+        }
+        Op::Arm { act, value, chance } => {
+            variant(out, 14, OPS);
+            let acts = [
+                Act::PartitionHash,
+                Act::PartitionEq,
+                Act::PartitionClone,
+                Act::PartitionDrop,
+                Act::OffsetClone,
+                Act::OffsetDrop,
+                Act::OffsetSeq,
+            ];
+            let index = acts.iter().position(|a| a == act).expect("an Act");
+            variant(out, index as u64, acts.len() as u64);
+            out.extend([*value, *chance]);
+        }
+        Op::Progress => variant(out, 15, OPS),
+        Op::SendBatch(SendBatch {
+            partition,
+            first,
+            count,
+            repeat,
+        }) => {
+            variant(out, 16, OPS);
+            out.extend([*partition, *first, *count, *repeat]);
+        }
+        Op::ResolveAll(ResolveAll {
+            from,
+            count,
+            fail,
+            reverse,
+            foreign,
+        }) => {
+            variant(out, 17, OPS);
+            out.extend([*from, *count, u8::from(*fail), u8::from(*reverse), *foreign]);
+        }
+    }
+}
+
+fn encode_which(out: &mut Vec<u8>, which: &Which) {
+    const WHICH: u64 = 7;
+    match which {
+        Which::Ticket(i) => {
+            variant(out, 0, WHICH);
+            out.push(*i);
+        }
+        Which::Raw(i) => {
+            variant(out, 1, WHICH);
+            out.push(*i);
+        }
+        Which::Stale(i) => {
+            variant(out, 2, WHICH);
+            out.push(*i);
+        }
+        Which::Any(raw) => {
+            variant(out, 3, WHICH);
+            out.extend_from_slice(&raw.to_le_bytes());
+        }
+        Which::Near {
+            base,
+            index_xor,
+            tag_delta,
+        } => {
+            variant(out, 4, WHICH);
+            out.extend([*base, *index_xor, *tag_delta as u8]);
+        }
+        Which::Forged { index, tag } => {
+            variant(out, 5, WHICH);
+            out.extend_from_slice(&index.to_le_bytes());
+            out.extend_from_slice(&tag.to_le_bytes());
+        }
+        Which::Foreign => variant(out, 6, WHICH),
+    }
 }

@@ -1,0 +1,548 @@
+//! Batches: `send_batch` and `ack_all` / `fail_all`.
+//!
+//! A source polls records in batches and a sink often reports them in
+//! batches; the per-record steps that only bookkeeping needs are then done
+//! once per batch. A chunk of up to [`CHUNK`] records of one partition
+//! takes one count-shard entry (`enter` with `n`), and only its last record
+//! is installed in the partition's cell: the others are never the
+//! partition's latest in their generation, so nothing holds them. Each
+//! record still takes its own slot, tag and publish, so each ticket
+//! resolves on its own, in any order. A resolution batch leaves each
+//! generation once per run of tickets that entered it through one shard,
+//! returns its permits in one step, advances each run of one partition's
+//! watermark once, and wakes once.
+//!
+//! User code (the iterators, `P`'s `Hash` and `Eq` on a partition's first
+//! record, an old offset's `Drop` in `alloc`, wakers) runs either before a
+//! chunk takes anything or while a guard can back the chunk out; see
+//! [`Chunk`] and [`Resolving`].
+
+use crate::generation::{entered_at, entered_from, Generation, SHARDS};
+use crate::slab::{Outcome, Slot, HELD, QUEUED};
+use crate::sync::thread_index;
+use crate::ticket::{RawTicket, Ticket};
+use crate::{Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
+use std::hash::Hash;
+
+/// The most records of a batch that enter a generation in one step.
+pub(crate) const CHUNK: usize = 64;
+
+impl<P, O> Tracker<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    /// Sends `offsets`, in order, as records of `partition`, pushing each
+    /// record's ticket onto `tickets`; returns how many were sent.
+    ///
+    /// The same as calling [`send`](Self::send) for each offset, and
+    /// cheaper: up to 64 records at a time enter the open generation in one
+    /// atomic step, and only the last of them becomes the partition's
+    /// latest record there. Each ticket still resolves on its own, in any
+    /// order ([`ack_all`](Self::ack_all) resolves many at once). A flush
+    /// begun after `send_batch` returns covers every record it sent; one
+    /// begun during it covers a prefix of them.
+    ///
+    /// At the first offset the tracker refuses, the batch stops: the
+    /// records before it are sent (their tickets are in `tickets`), and the
+    /// error gives back the refused offsets and the iterator's rest, in
+    /// order, so nothing is lost ([`SendBatchError::into_offsets`]). `Full`
+    /// and `OutOfOrder` refuse one offset; `Closed` may refuse up to 64
+    /// that were taken from the iterator together.
+    ///
+    /// On a [progress](crate::Builder::progress) tracker each record is
+    /// checked for order and budget on its own: the batch is a loop of
+    /// sends, with `partition` cloned for each.
+    ///
+    /// Allocates nothing when `tickets` has room (reuse one `Vec`), beyond
+    /// what `send` allocates; the error path allocates its `Vec` of offsets.
+    ///
+    /// ```
+    /// use inflight::{Refused, Tracker};
+    ///
+    /// let tracker = Tracker::with_capacity(3);
+    /// let mut tickets = Vec::new();
+    /// let err = tracker.send_batch(&"orders-0", 10_u64..15, &mut tickets).unwrap_err();
+    /// assert_eq!(tickets.len(), 3); // 10, 11 and 12 are in flight
+    /// assert_eq!(err.reason, Refused::Full);
+    /// assert_eq!(err.into_offsets().collect::<Vec<_>>(), [13, 14]);
+    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(3));
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn send_batch<I>(
+        &self,
+        partition: &P,
+        offsets: I,
+        tickets: &mut Vec<Ticket>,
+    ) -> Result<usize, SendBatchError<O, I::IntoIter>>
+    where
+        I: IntoIterator<Item = O>,
+    {
+        let mut offsets = offsets.into_iter();
+        let mut sent = 0;
+        if self.progress.is_some() {
+            for offset in offsets.by_ref() {
+                // User code (`Clone`), before anything is taken.
+                match self.send(partition.clone(), offset) {
+                    Ok(ticket) => {
+                        tickets.push(ticket);
+                        sent += 1;
+                    }
+                    Err(e) => {
+                        let reason = Refused::of(&e);
+                        let (_, offset) = e.into_inner();
+                        return Err(SendBatchError::new(reason, vec![offset], offsets));
+                    }
+                }
+            }
+            return Ok(sent);
+        }
+        loop {
+            match self.send_chunk(partition, &mut offsets, tickets) {
+                Ok(n) => {
+                    sent += n;
+                    if n < CHUNK {
+                        return Ok(sent);
+                    }
+                }
+                Err((reason, unsent)) => {
+                    return Err(SendBatchError::new(reason, unsent, offsets));
+                }
+            }
+        }
+    }
+
+    /// Sends up to [`CHUNK`] offsets from `offsets` in one entry; returns
+    /// how many (fewer than `CHUNK` only when `offsets` ran out), or the
+    /// refusal and the offsets refused (after sending those before them).
+    fn send_chunk(
+        &self,
+        partition: &P,
+        offsets: &mut impl Iterator<Item = O>,
+        tickets: &mut Vec<Ticket>,
+    ) -> Result<usize, (Refused, Vec<O>)> {
+        let Some(first) = offsets.next() else {
+            return Ok(0);
+        };
+        // Relaxed: a fast path only; the re-check after entering decides.
+        if self.closed.load(crate::sync::Ordering::Relaxed) {
+            return Err((Refused::Closed, vec![first]));
+        }
+        // User code: `P`'s `Hash` and `Eq` (and `Clone`, for a new
+        // partition), while nothing is taken.
+        let Some((number, lifecycle)) = self.partitions.number(partition) else {
+            return Err((Refused::Full, vec![first]));
+        };
+        // Acquire: as in `send`, pairs with a revoke's Release bump.
+        let life = lifecycle.life.load(crate::sync::Ordering::Acquire);
+        let home = thread_index();
+        // Every record is queued on a watermark tracker; only the chunk's
+        // last is held, below.
+        let holds = if self.watermarks.is_some() { QUEUED } else { 0 };
+        let mut chunk = Chunk {
+            tracker: self,
+            records: [(0, 0); CHUNK],
+            slots: [None; CHUNK],
+            len: 0,
+            holds,
+            last_held: false,
+            entered: None,
+        };
+        let mut refused = None;
+        let mut next = Some(first);
+        while let Some(offset) = next.take() {
+            // User code: an old offset's `Drop` (alloc puts the slot back).
+            let Some((index, slot)) = self.slots.alloc(home) else {
+                refused = Some((Refused::Full, offset));
+                break;
+            };
+            if !self.take_permit() {
+                self.slots.recycle_slot(index, slot);
+                refused = Some((Refused::Full, offset));
+                break;
+            }
+            // `number` < MAX_PARTITIONS < 2^32. On a watermark tracker the
+            // record is prepared as a send's (the queue links it before it
+            // is published); on a barrier tracker it is only filled, and
+            // takes its tag when it is published (tag 0 until then).
+            let tag = if self.watermarks.is_some() {
+                self.slots.prepare(slot, offset, number as u32, life, holds)
+            } else {
+                self.slots.fill(slot, offset, number as u32, life);
+                0
+            };
+            chunk.records[chunk.len] = (index, tag);
+            chunk.slots[chunk.len] = Some(slot);
+            chunk.len += 1;
+            if chunk.len == CHUNK {
+                break;
+            }
+            next = offsets.next(); // user code: `chunk` backs out on a panic
+        }
+        let n = chunk.len;
+        if n == 0 {
+            let (reason, offset) = refused.expect("a chunk stops early only when refused");
+            return Err((reason, vec![offset]));
+        }
+        // Room for the tickets before anything is published: a panic in
+        // the allocation backs the chunk out.
+        tickets.reserve(n);
+        // The chunk's last record will be its partition's latest in the
+        // generation: its cell holds it, and it needs its tag for that.
+        let (last, tag) = chunk.records[n - 1];
+        if tag == 0 {
+            chunk.records[n - 1].1 = self.slots.stamp(chunk.slot(n - 1), HELD);
+        } else {
+            self.slots.hold_prepared(chunk.slot(n - 1), HELD);
+        }
+        chunk.last_held = true;
+
+        let shard = home % SHARDS;
+        #[cfg(not(inflight_mutant = "split_batch_enter"))]
+        let (generation, wakes) = self.enter(shard, n as u64);
+        // Mutant `split_batch_enter` (loom suite only): the chunk enters one
+        // record at a time, so a flush begun meanwhile covers part of it.
+        #[cfg(inflight_mutant = "split_batch_enter")]
+        let (generation, wakes) = {
+            let mut entered = self.enter(shard, 1);
+            for _ in 1..n {
+                entered = self.enter(shard, 1);
+            }
+            entered
+        };
+        chunk.entered = Some((shard, generation));
+        if wakes {
+            self.wake(true, false); // user code: `chunk` backs out if it panics
+        }
+        // Acquire: as in `send`; the chunk entered in one step, so a final
+        // flush covers all of it or the close is seen here.
+        if self.closed.load(crate::sync::Ordering::Acquire) {
+            let mut unsent = chunk.take_back();
+            unsent.extend(refused.map(|(_, offset)| offset));
+            return Err((Refused::Closed, unsent));
+        }
+        let entered = entered_at(generation, shard);
+        for i in 0..n {
+            let (index, _) = chunk.records[i];
+            self.slots.set_generation(chunk.slot(i), entered);
+            if let Some(watermarks) = &self.watermarks {
+                // Before publishing, in offset order: the record's
+                // resolution must find it linked.
+                watermarks.link(&self.slots, number, index);
+            }
+        }
+        // Nothing below can fail or run user code but the wakers at the end.
+        let mut chunk = std::mem::ManuallyDrop::new(chunk);
+        if let Some(displaced) = generation.install(number, last) {
+            // As in `send`: frees the displaced record's slot if resolved.
+            self.slots.release(displaced, HELD);
+        }
+        for i in 0..n {
+            let (index, tag) = chunk.records[i];
+            let slot = chunk.slot(i);
+            let tag = if tag == 0 {
+                // Nothing reached it: its tag and `LIVE` in one step.
+                let tag = self.slots.publish_filled(slot);
+                chunk.records[i].1 = tag;
+                tag
+            } else {
+                self.slots.publish(slot);
+                tag
+            };
+            tickets.push(Ticket::new(self.id, index, tag));
+        }
+        let records = &chunk.records;
+        // Acquire: the life re-check of `install_and_publish`, once for the
+        // chunk: a revoke's `touch` of any of its slots before that slot's
+        // publish was acquired by the publish, so this load sees its bump.
+        // Mutant `stale_life` (loom suite only), as in `install_and_publish`.
+        #[cfg(inflight_mutant = "stale_life")]
+        let now = life;
+        #[cfg(not(inflight_mutant = "stale_life"))]
+        let now = lifecycle.life.load(crate::sync::Ordering::Acquire);
+        if now != life {
+            let (mut wakes, mut room) = (false, false);
+            for &(index, tag) in &records[..n] {
+                let (w, r) = self.release_late(index, number as u32, tag, lifecycle);
+                wakes |= w;
+                room |= r;
+            }
+            self.wake(wakes, room); // user code, last
+        }
+        match refused {
+            None => Ok(n),
+            Some((reason, offset)) => Err((reason, vec![offset])),
+        }
+    }
+
+    /// Acks every ticket of `tickets`, as [`ack`](Self::ack) each, and
+    /// cheaper: the records leave their generations, give their permits
+    /// back and advance their watermarks once per run rather than once
+    /// each, and waiters are woken once. Returns how many were acked.
+    ///
+    /// Every ticket is tried: one that cannot be resolved (another
+    /// tracker's, or a revoked partition's) changes nothing and is counted
+    /// in the error, with the first reason, while the others resolve.
+    ///
+    /// ```
+    /// use inflight::{ResolveError, Tracker};
+    ///
+    /// let tracker = Tracker::builder().watermarks().build();
+    /// let mut tickets = Vec::new();
+    /// tracker.send_batch(&"p", 1_u64..=64, &mut tickets).unwrap();
+    /// tickets.reverse(); // any order
+    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(64));
+    /// assert_eq!(tracker.committable().get("p"), Some(&64));
+    ///
+    /// let other = Tracker::<&str, u64>::new();
+    /// let mine = tracker.send("p", 65).unwrap();
+    /// let theirs = other.send("p", 1).unwrap();
+    /// let err = tracker.ack_all([mine, theirs]).unwrap_err();
+    /// assert_eq!((err.resolved, err.refused), (1, 1));
+    /// assert_eq!(err.first, ResolveError::ForeignTracker);
+    /// ```
+    pub fn ack_all<I>(&self, tickets: I) -> Result<usize, ResolveBatchError>
+    where
+        I: IntoIterator<Item = Ticket>,
+    {
+        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Ack)
+    }
+
+    /// Fails every ticket of `tickets`, as [`fail`](Self::fail) each, with
+    /// the savings and the error of [`ack_all`](Self::ack_all): a sink
+    /// that lost a whole batch.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    ///
+    /// let tracker = Tracker::new();
+    /// let mut tickets = Vec::new();
+    /// tracker.send_batch(&"p", [1_u64, 2, 3], &mut tickets).unwrap();
+    /// assert_eq!(tracker.fail_all(tickets), Ok(3));
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 3 }));
+    /// ```
+    pub fn fail_all<I>(&self, tickets: I) -> Result<usize, ResolveBatchError>
+    where
+        I: IntoIterator<Item = Ticket>,
+    {
+        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Fail)
+    }
+
+    fn resolve_all(
+        &self,
+        raws: impl Iterator<Item = u64>,
+        outcome: Outcome,
+    ) -> Result<usize, ResolveBatchError> {
+        let mut run = Resolving {
+            tracker: self,
+            leave: None,
+            advance: None,
+            permits: 0,
+            wakes: false,
+        };
+        let mut refused = 0;
+        let mut first = None;
+        for raw in raws {
+            // ^ user code: the iterator; `run` settles what it holds if it
+            // panics.
+            let ticket = RawTicket::decode(raw);
+            let resolved = if ticket.tracker == self.id {
+                self.slots.resolve(ticket.index, ticket.tag, outcome)
+            } else {
+                Err(ResolveError::ForeignTracker)
+            };
+            let resolved = match resolved {
+                Ok(resolved) => resolved,
+                Err(e) => {
+                    refused += 1;
+                    first.get_or_insert(e);
+                    continue;
+                }
+            };
+            run.permits += 1;
+            run.wakes |= resolved.watched;
+            if self.watermarks.is_some() {
+                // The record stays queued until the watermark passes it;
+                // the advance counts it out of its generation.
+                debug_assert!(!resolved.freed);
+                if run.advance != Some(resolved.partition) {
+                    run.settle_advance();
+                    run.advance = Some(resolved.partition);
+                }
+                continue;
+            }
+            let (generation, shard) = entered_from(resolved.generation);
+            match &mut run.leave {
+                Some((g, s, n)) if std::ptr::eq(*g, generation) && *s == shard => *n += 1,
+                _ => {
+                    run.settle_leave();
+                    run.leave = Some((generation, shard, 1));
+                }
+            }
+            if outcome == Outcome::Fail {
+                // SAFETY: as in `resolve`: read while the record was LIVE,
+                // proved by our CAS, and alive while it counts in the
+                // generation, until `run` leaves it.
+                unsafe { &*generation }.add_failed(resolved.partition, resolved.life, 1);
+                run.wakes = true; // a covering flush fails at once
+            }
+            if resolved.freed {
+                // Its generation and shard are copied out; the slot is ours.
+                self.slots.recycle_slot(ticket.index, resolved.slot);
+            }
+        }
+        let resolved = run.permits;
+        run.finish(); // wakers, user code: last
+        match first {
+            None => Ok(resolved),
+            Some(first) => Err(ResolveBatchError {
+                resolved,
+                refused,
+                first,
+            }),
+        }
+    }
+}
+
+/// A chunk of a batch being sent: backs out every record it prepared if
+/// the send ends before publishing them (the `Closed` re-check, or a panic
+/// in user code), as [`Undo`](crate::send) does for one record.
+struct Chunk<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    records: [(usize, u32); CHUNK],
+    slots: [Option<&'t Slot<O>>; CHUNK],
+    len: usize,
+    /// The hold bits every record took at `prepare`.
+    holds: u64,
+    /// Whether the last record also holds `HELD`.
+    last_held: bool,
+    /// The count shard and generation the chunk entered, once it has.
+    entered: Option<(usize, &'t Generation)>,
+}
+
+impl<'t, P, O> Chunk<'t, P, O> {
+    fn slot(&self, i: usize) -> &'t Slot<O> {
+        self.slots[i].expect("prepared")
+    }
+
+    /// Everything but the slots themselves; runs no user code. Returns
+    /// whether the chunk's leave drained its generation and whether a
+    /// sender waits for the permits it gave back.
+    fn back_out(&mut self) -> (bool, bool) {
+        let tracker = self.tracker;
+        let drained = self.entered.take().is_some_and(|(shard, generation)| {
+            tracker
+                .shards
+                .leave_many(shard, generation, self.len as u64)
+        });
+        for i in 0..self.len {
+            if self.records[i].1 == 0 {
+                continue; // only filled: no tag, no hold
+            }
+            let held = if self.last_held && i + 1 == self.len {
+                HELD
+            } else {
+                0
+            };
+            tracker
+                .slots
+                .unhold_prepared(self.slot(i), self.holds | held);
+        }
+        let room = tracker.return_permits(self.len);
+        (drained, room)
+    }
+
+    /// Backs out and hands the offsets back, in order, for `Closed`.
+    fn take_back(self) -> Vec<O> {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        let (drained, room) = this.back_out();
+        let mut offsets = Vec::with_capacity(this.len);
+        for i in 0..this.len {
+            let (index, _) = this.records[i];
+            offsets.push(this.tracker.slots.unprepare(index, this.slot(i)));
+        }
+        this.tracker.wake(drained, room); // user code, last
+        offsets
+    }
+}
+
+impl<P, O> Drop for Chunk<'_, P, O> {
+    /// Only while unwinding: the offsets stay in their slots for their
+    /// next users to drop, and a waker's panic is swallowed.
+    fn drop(&mut self) {
+        let (drained, room) = self.back_out();
+        for i in 0..self.len {
+            let (index, _) = self.records[i];
+            self.tracker.slots.abandon_prepared(index, self.slot(i));
+        }
+        self.tracker.wake_quietly(drained, room);
+    }
+}
+
+/// What a resolution batch owes: the leave of the current run of records
+/// that entered one generation through one shard, the advance of the
+/// current run of one partition (watermark trackers), the permits, and
+/// the wake. Settled as runs end, and in `Drop` if the tickets' iterator
+/// panics, so no resolved record is left counted.
+struct Resolving<'t, P, O> {
+    tracker: &'t Tracker<P, O>,
+    leave: Option<(*const Generation, usize, u64)>,
+    advance: Option<u32>,
+    permits: usize,
+    wakes: bool,
+}
+
+impl<P, O> Resolving<'_, P, O> {
+    fn settle_leave(&mut self) {
+        if let Some((generation, shard, n)) = self.leave.take() {
+            // SAFETY: the run's records still count in the generation until
+            // this leave (see `resolve_all`); it may be gone after it.
+            let generation = unsafe { &*generation };
+            self.wakes |= self.tracker.shards.leave_many(shard, generation, n);
+        }
+    }
+
+    fn settle_advance(&mut self) {
+        if let Some(partition) = self.advance.take() {
+            self.wakes |= self.tracker.advance_watermark(partition);
+        }
+    }
+
+    /// Settles everything and wakes (user code, last).
+    fn finish(mut self) {
+        let (wakes, room) = self.settle();
+        let tracker = self.tracker;
+        std::mem::forget(self);
+        tracker.wake(wakes, room);
+    }
+
+    /// Settles the runs and the permits; returns what to wake.
+    fn settle(&mut self) -> (bool, bool) {
+        self.settle_leave();
+        self.settle_advance();
+        let room = self
+            .tracker
+            .return_permits(std::mem::take(&mut self.permits));
+        (std::mem::take(&mut self.wakes), room)
+    }
+}
+
+impl<P, O> Drop for Resolving<'_, P, O> {
+    /// Only while unwinding (the tickets' iterator panicked).
+    fn drop(&mut self) {
+        let (wakes, room) = self.settle();
+        self.tracker.wake_quietly(wakes, room);
+    }
+}
+
+impl Refused {
+    fn of<P, O>(error: &SendError<P, O>) -> Self {
+        match error {
+            SendError::Full(..) => Refused::Full,
+            SendError::Closed(..) => Refused::Closed,
+            SendError::OutOfOrder(..) => Refused::OutOfOrder,
+        }
+    }
+}
