@@ -23,13 +23,19 @@ fn batch_send_vs_begin_flush_covers_all_or_none() {
         let t2 = tracker.clone();
         let sender = thread::spawn(move || {
             let mut tickets = Vec::new();
-            assert_eq!(t2.send_batch(&"p", [off(1), off(2)], &mut tickets).unwrap(), 2);
+            assert_eq!(
+                t2.send_batch(&"p", [off(1), off(2)], &mut tickets).unwrap(),
+                2
+            );
             tickets
         });
         let mut flush = tracker.begin_flush().unwrap();
         let tickets = sender.join().unwrap();
         let covered = flush.pending();
-        assert!(covered == 0 || covered == 2, "covered {covered} of a batch of 2");
+        assert!(
+            covered == 0 || covered == 2,
+            "covered {covered} of a batch of 2"
+        );
         assert_eq!(tracker.ack_all(tickets), Ok(2));
         let first = plain(flush.wait(FOREVER).unwrap());
         flush.commit().unwrap();
@@ -103,7 +109,10 @@ fn revoke_vs_batch_send_to_the_same_partition() {
                 assert_eq!(reported, vec![("p", 2)], "the new life's batch");
             }
             Err(e) => {
-                assert_eq!((e.resolved, e.refused, e.first), (0, 2, ResolveError::Revoked));
+                assert_eq!(
+                    (e.resolved, e.refused, e.first),
+                    (0, 2, ResolveError::Revoked)
+                );
                 assert_eq!(first.released + second.released, 2, "each released once");
                 assert_eq!(reported, vec![], "offsets of the ended life");
             }
