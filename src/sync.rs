@@ -270,33 +270,6 @@ pub(crate) mod stack {
         }
     }
 
-    /// Takes every node at once, leaving the stack empty; returns the top
-    /// node + 1 (its chain follows through the links), or `None` when the
-    /// stack is empty.
-    pub(crate) fn take_all(head: &AtomicU64) -> Option<u32> {
-        // Acquire: as in `pop`, the pushes of every node in the chain.
-        let mut top = head.load(Ordering::Acquire);
-        loop {
-            let first = (top & 0xffff_ffff) as u32;
-            if first == 0 {
-                return None;
-            }
-            let version = (top >> 32).wrapping_add(1);
-            // Acquire: takes ownership of the whole chain from its pushers
-            // (each push's Release CAS is in this head's release sequence).
-            // A new version, so a pop that read the old top fails.
-            match head.compare_exchange_weak(
-                top,
-                version << 32,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(first),
-                Err(seen) => top = seen,
-            }
-        }
-    }
-
     /// Pops the top node; `link(node)` is that node's link.
     #[inline]
     pub(crate) fn pop<'a>(

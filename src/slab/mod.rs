@@ -57,10 +57,7 @@
 //! read-modify-write at all. Thread numbers are held by one live thread at
 //! a time and reused after a thread exits, with its list. A list that
 //! reaches `LOCAL_MAX` slots is spliced onto a shared stack in one CAS, so
-//! a thread that only frees (an acker) does not hoard them; a thread whose
-//! own list is empty takes its shard's whole shared stack in one CAS, so a
-//! thread that only sends (a hand-off's sender) pays one CAS per spilled
-//! list, not one per slot.
+//! a thread that only frees (an acker) does not hoard them.
 //!
 //! The shared free lists are Treiber stacks threaded through the same
 //! links. Each stack head packs a 32-bit version with the top index, so a
@@ -397,12 +394,6 @@ impl<O> Slab<O> {
             if let Some(taken) = self.pop_local(local) {
                 return Some(taken);
             }
-            // A thread that sends what others free (a hand-off's sender)
-            // takes its shard's whole shared stack in one CAS, rather than
-            // one slot per CAS on the line the freeing threads push to.
-            if self.refill_local(local, home % FREE_SHARDS) {
-                return self.pop_local(local);
-            }
         }
         let home = home % FREE_SHARDS;
         match self.pop(home) {
@@ -527,35 +518,6 @@ impl<O> Slab<O> {
             list.tail = 0;
         }
         Some((index, slot))
-    }
-
-    /// Moves the whole of shared stack `shard` onto the caller's own,
-    /// empty list (see [`pop_local`](Self::pop_local)); false if the stack
-    /// was empty.
-    #[cold]
-    fn refill_local(&self, local: &Local, shard: usize) -> bool {
-        // Acquire (inside `take_all`): the chain and its links are ours.
-        let Some(first) = stack::take_all(&self.free[shard]) else {
-            return false;
-        };
-        // SAFETY: as in `pop_local`.
-        let list = unsafe { local.list() };
-        debug_assert_eq!(list.head, 0);
-        let (mut last, mut len) = (first, 1);
-        loop {
-            // Relaxed: the chain is ours since the Acquire CAS.
-            let next = self.slot(last as usize - 1).link.load(Ordering::Relaxed);
-            if next == 0 {
-                break;
-            }
-            (last, len) = (next, len + 1);
-        }
-        *list = LocalList {
-            head: first,
-            tail: last,
-            len,
-        };
-        true
     }
 
     #[inline]
