@@ -12,10 +12,10 @@
 //! returns its permits in one step, advances each run of one partition's
 //! watermark once, and wakes once.
 //!
-//! User code (the iterators, `P`'s `Hash` and `Eq` on a partition's first
-//! record, an old offset's `Drop` in `alloc`, wakers) runs either before a
-//! chunk takes anything or while a guard can back the chunk out; see
-//! [`Chunk`] and [`Resolving`].
+//! User code (the iterators, `P`'s `Hash` and `Eq` once per chunk, an old
+//! offset's `Drop` in `alloc`, wakers) runs either before a chunk takes
+//! anything or while a guard can back the chunk out; see [`Chunk`] and
+//! [`Resolving`].
 
 use crate::generation::{entered_at, entered_from, Generation, SHARDS};
 use crate::slab::{Outcome, Slot, HELD, QUEUED};
@@ -280,6 +280,12 @@ where
     /// back and advance their watermarks once per run rather than once
     /// each, and waiters are woken once. Returns how many were acked.
     ///
+    /// Give it the tickets at hand (a `Vec`, a sink's report), not a
+    /// stream that blocks: the counts and permits are settled every 64
+    /// tickets, but waiters (a flush, a drain, a sender waiting for room)
+    /// are woken only when it returns. For tickets that trickle in, use
+    /// [`ack`](Self::ack).
+    ///
     /// Every ticket is tried: one that cannot be resolved (another
     /// tracker's, or a revoked partition's) changes nothing and is counted
     /// in the error, with the first reason, while the others resolve.
@@ -309,8 +315,9 @@ where
     }
 
     /// Fails every ticket of `tickets`, as [`fail`](Self::fail) each, with
-    /// the savings and the error of [`ack_all`](Self::ack_all): a sink
-    /// that lost a whole batch.
+    /// the savings (but each failure is recorded on its own), the error and
+    /// the advice of [`ack_all`](Self::ack_all): a sink that lost a whole
+    /// batch.
     ///
     /// ```
     /// use std::time::Duration;
@@ -340,7 +347,9 @@ where
             leave: None,
             advance: None,
             permits: 0,
+            returned: 0,
             wakes: false,
+            room: false,
         };
         let mut refused = 0;
         let mut first = None;
@@ -371,26 +380,33 @@ where
                     run.settle_advance();
                     run.advance = Some(resolved.partition);
                 }
-                continue;
-            }
-            let (generation, shard) = entered_from(resolved.generation);
-            match &mut run.leave {
-                Some((g, s, n)) if std::ptr::eq(*g, generation) && *s == shard => *n += 1,
-                _ => {
-                    run.settle_leave();
-                    run.leave = Some((generation, shard, 1));
+            } else {
+                let (generation, shard) = entered_from(resolved.generation);
+                match &mut run.leave {
+                    Some((g, s, n)) if std::ptr::eq(*g, generation) && *s == shard => *n += 1,
+                    _ => {
+                        run.settle_leave();
+                        run.leave = Some((generation, shard, 1));
+                    }
+                }
+                if outcome == Outcome::Fail {
+                    // SAFETY: as in `resolve`: read while the record was
+                    // LIVE, proved by our CAS, and alive while it counts in
+                    // the generation, until `run` leaves it.
+                    unsafe { &*generation }.add_failed(resolved.partition, resolved.life, 1);
+                    run.wakes = true; // a covering flush fails at once
+                }
+                if resolved.freed {
+                    // Its generation and shard are copied out; the slot is
+                    // ours.
+                    self.slots.recycle_slot(ticket.index, resolved.slot);
                 }
             }
-            if outcome == Outcome::Fail {
-                // SAFETY: as in `resolve`: read while the record was LIVE,
-                // proved by our CAS, and alive while it counts in the
-                // generation, until `run` leaves it.
-                unsafe { &*generation }.add_failed(resolved.partition, resolved.life, 1);
-                run.wakes = true; // a covering flush fails at once
-            }
-            if resolved.freed {
-                // Its generation and shard are copied out; the slot is ours.
-                self.slots.recycle_slot(ticket.index, resolved.slot);
+            if run.permits.is_multiple_of(CHUNK) {
+                // What the batch owes is settled every 64 resolutions (not
+                // woken: that is once, at the end), so a long batch holds
+                // back at most 64 records' counts and permits.
+                run.settle_counts();
             }
         }
         let resolved = run.permits;
@@ -469,8 +485,9 @@ impl<'t, P, O> Chunk<'t, P, O> {
 }
 
 impl<P, O> Drop for Chunk<'_, P, O> {
-    /// Only while unwinding: the offsets stay in their slots for their
-    /// next users to drop, and a waker's panic is swallowed.
+    /// While unwinding (or with nothing gathered): the offsets stay in
+    /// their slots for their next users to drop, and a waker's panic is
+    /// swallowed.
     fn drop(&mut self) {
         let (drained, room) = self.back_out();
         for i in 0..self.len {
@@ -490,8 +507,12 @@ struct Resolving<'t, P, O> {
     tracker: &'t Tracker<P, O>,
     leave: Option<(*const Generation, usize, u64)>,
     advance: Option<u32>,
+    /// Records resolved, and how many of their permits were returned.
     permits: usize,
+    returned: usize,
     wakes: bool,
+    /// A sender waits for room (seen when permits were returned).
+    room: bool,
 }
 
 impl<P, O> Resolving<'_, P, O> {
@@ -520,12 +541,19 @@ impl<P, O> Resolving<'_, P, O> {
 
     /// Settles the runs and the permits; returns what to wake.
     fn settle(&mut self) -> (bool, bool) {
+        self.settle_counts();
+        (
+            std::mem::take(&mut self.wakes),
+            std::mem::take(&mut self.room),
+        )
+    }
+
+    /// Settles the runs and the permits, keeping what to wake for later.
+    fn settle_counts(&mut self) {
         self.settle_leave();
         self.settle_advance();
-        let room = self
-            .tracker
-            .return_permits(std::mem::take(&mut self.permits));
-        (std::mem::take(&mut self.wakes), room)
+        self.room |= self.tracker.return_permits(self.permits - self.returned);
+        self.returned = self.permits;
     }
 }
 

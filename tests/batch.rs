@@ -412,3 +412,29 @@ fn concurrent_batches_commit_only_what_was_acked() {
         "the last commit has every record"
     );
 }
+
+/// A long resolution batch settles its counts and permits every 64
+/// tickets, not only at its end: a sender on a full tracker gets room
+/// while the batch is still resolving.
+#[test]
+fn a_long_resolution_batch_gives_room_as_it_goes() {
+    let tracker = Tracker::with_capacity(200);
+    let mut tickets = Vec::new();
+    tracker.send_batch(&"p", 0_u64..200, &mut tickets).unwrap();
+    assert!(tracker.send("q", 9).is_err(), "full");
+    let mut midway = None;
+    let report = tickets.into_iter().enumerate().map(|(i, ticket)| {
+        if i == 130 {
+            // 130 resolved, 128 of them settled.
+            midway = Some((tracker.in_flight(), tracker.send("q", 9)));
+        }
+        ticket
+    });
+    assert_eq!(tracker.ack_all(report), Ok(200));
+    let (in_flight, sent) = midway.unwrap();
+    assert_eq!(in_flight, 72);
+    tracker
+        .ack(sent.expect("room made by the first 128"))
+        .unwrap();
+    assert_eq!(tracker.in_flight(), 0);
+}

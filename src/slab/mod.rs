@@ -38,6 +38,7 @@
 //!
 //! ```text
 //! FREE(t-1) --prepare--> FREE(t)|HELD? --publish--> LIVE(t)|HELD?
+//! FREE(t-1) --fill, then publish_filled--> LIVE(t)  (a batch's unheld record)
 //! LIVE(t)        --resolve--> FREE(t)                 (not held: freed at once)
 //! LIVE(t)|HELD   --resolve--> ACKED(t)|HELD or FAILED(t)|HELD
 //! ACKED(t)|HELD  --release--> FREE(t)                 (the hold was the last owner)
