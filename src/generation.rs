@@ -79,7 +79,7 @@ use std::time::Instant;
 /// How many count shards a tracker has. Two under loom: enough for the
 /// models to reach a shard that lags behind `open`, few enough to keep them
 /// small.
-pub(crate) const SHARDS: usize = if cfg!(loom) { 2 } else { 16 };
+pub(crate) const SHARDS: usize = if cfg!(loom) { 2 } else { 64 };
 
 const LIVE_BITS: u32 = 24;
 const LIVE_MASK: u64 = (1 << LIVE_BITS) - 1;
