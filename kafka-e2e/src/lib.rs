@@ -23,6 +23,7 @@ pub mod bounce;
 pub mod broker;
 pub mod group;
 pub mod kafka;
+pub mod keyed;
 pub mod offsets;
 pub mod worker;
 

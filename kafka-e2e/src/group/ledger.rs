@@ -29,14 +29,10 @@
 //! Entry: key `<partition>`, value `<kind> <owner> <next> <metadata>`; the
 //! owner is `<worker>.<assignment number>`.
 
-use crate::kafka::{self, client_config};
+use crate::kafka;
+use crate::keyed::KeyedWriter;
 use crate::Error;
 use inflight::Progress;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::producer::{NoCustomPartitioner, PurgeConfig};
-use rdkafka::ClientContext;
-use std::sync::mpsc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// What an entry says.
@@ -183,105 +179,22 @@ pub fn read(brokers: &str, topic: &str, deadline: Duration) -> Result<Vec<Entry>
     Ok(entries)
 }
 
-/// Reports each ledger record's delivery, tagged with its write.
-struct WriteContext {
-    delivered: Mutex<mpsc::Sender<(usize, Result<(), String>)>>,
-}
-
-impl ClientContext for WriteContext {}
-
-impl ProducerContext<NoCustomPartitioner> for WriteContext {
-    type DeliveryOpaque = usize;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, write: usize) {
-        let result = result.as_ref().map(drop).map_err(|(e, _)| e.to_string());
-        // Nobody waiting any more (the writer is dropped) is fine.
-        let _ = self
-            .delivered
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .send((write, result));
-    }
-}
-
 /// Writes ledger entries, each write awaited until the broker has it.
-pub struct Writer {
-    topic: String,
-    producer: BaseProducer<WriteContext>,
-    delivered: mpsc::Receiver<(usize, Result<(), String>)>,
-    writes: usize,
-}
+pub struct Writer(KeyedWriter);
 
 impl Writer {
     /// A writer to `topic` (one partition).
     pub fn new(brokers: &str, topic: &str) -> Result<Writer, Error> {
-        let (tx, rx) = mpsc::channel();
-        let producer = client_config(brokers)
-            .set("linger.ms", "0")
-            .set("acks", "all")
-            // In the order written: the last entry per partition wins.
-            .set("max.in.flight.requests.per.connection", "1")
-            .set("message.timeout.ms", "5000")
-            .create_with_context(WriteContext {
-                delivered: Mutex::new(tx),
-            })
-            .map_err(|e| Error::kafka("creating the ledger producer", e))?;
-        Ok(Writer {
-            topic: topic.into(),
-            producer,
-            delivered: rx,
-            writes: 0,
-        })
+        KeyedWriter::new(brokers, topic, "ledger").map(Writer)
     }
 
     /// Writes `entries` and returns once the broker has them all, or fails.
     pub fn write(&mut self, entries: &[Entry], timeout: Duration) -> Result<(), Error> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        self.writes += 1;
-        let write = self.writes;
-        for entry in entries {
-            let key = entry.partition.to_string();
-            let value = entry.value();
-            let record = BaseRecord::with_opaque_to(&self.topic, write)
-                .partition(0)
-                .key(&key)
-                .payload(&value);
-            if let Err((e, _)) = self.producer.send(record) {
-                self.discard();
-                return Err(Error::kafka("writing the ledger", e));
-            }
-        }
-        if let Err(e) = self.producer.flush(timeout) {
-            self.discard();
-            return Err(Error::kafka("writing the ledger", e));
-        }
-        let mut outcomes = 0;
-        let mut failure = None;
-        while let Ok((of, result)) = self.delivered.try_recv() {
-            if of == write {
-                outcomes += 1;
-                if let Err(e) = result {
-                    failure.get_or_insert(e);
-                }
-            }
-        }
-        match failure {
-            Some(e) => Err(Error::kafka("ledger entry not delivered", e)),
-            None if outcomes != entries.len() => Err(Error::Other(format!(
-                "ledger write {write}: {outcomes} of {} deliveries reported",
-                entries.len()
-            ))),
-            None => Ok(()),
-        }
-    }
-
-    fn discard(&self) {
-        self.producer
-            .purge(PurgeConfig::default().queue().inflight());
-        self.producer.poll(Duration::ZERO);
-        while self.delivered.try_recv().is_ok() {}
+        let records: Vec<(String, String)> = entries
+            .iter()
+            .map(|entry| (entry.partition.to_string(), entry.value()))
+            .collect();
+        self.0.write(&records, timeout)
     }
 }
 
