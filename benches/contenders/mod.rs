@@ -782,11 +782,44 @@ fn flusher<C: Contender>(c: &C, stop: &AtomicBool) -> (u64, u64) {
     (flushes, timeouts)
 }
 
+/// A worker's timed loop: waits at `start`, then runs `batch(n)` for
+/// n = 0, 1, … until `until` is reached; returns the pairs done (`DEPTH`
+/// per batch).
+pub fn timed_batches(start: &Barrier, until: Until, mut batch: impl FnMut(u64)) -> u64 {
+    start.wait();
+    let deadline = match until {
+        Until::Elapsed(d) => Some(Instant::now() + d),
+        Until::Units(_) => None,
+    };
+    let mut batches = 0_u64;
+    loop {
+        match (until, deadline) {
+            (Until::Units(n), _) if batches >= n => break,
+            (_, Some(d)) if Instant::now() >= d => break,
+            _ => {}
+        }
+        batch(batches);
+        batches += 1;
+    }
+    batches * DEPTH as u64
+}
+
 /// Workload 1, local: `threads` workers each send `DEPTH` records of their
 /// own partition, then ack them in a shuffled order, repeatedly, while a
 /// flusher runs a flush cycle every millisecond. Threads are spawned before
 /// the clock starts; the clock covers the workers only.
 pub fn local<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
+    workload1(c, threads, until, false)
+}
+
+/// Workload 1 in batches: as [`local`], but each thread sends its `DEPTH`
+/// records with one `send_batch` and acks them, shuffled, with one
+/// `ack_batch` (a source that polls batches, a sink that reports them).
+pub fn local_batched<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
+    workload1(c, threads, until, true)
+}
+
+fn workload1<C: Contender>(c: &C, threads: usize, until: Until, batched: bool) -> Run {
     let start = Barrier::new(threads + 1);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -797,78 +830,31 @@ pub fn local<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
                 s.spawn(move || {
                     let perms = permutations(t as u64 + 1, 16);
                     let mut tokens: Vec<Option<C::Token>> = (0..DEPTH).map(|_| None).collect();
-                    let partition = t as u32;
-                    let mut offset = 0_u64;
-                    let mut batches = 0_u64;
-                    start.wait();
-                    let deadline = match until {
-                        Until::Elapsed(d) => Some(Instant::now() + d),
-                        Until::Units(_) => None,
-                    };
-                    loop {
-                        match (until, deadline) {
-                            (Until::Units(n), _) if batches >= n => break,
-                            (_, Some(d)) if Instant::now() >= d => break,
-                            _ => {}
-                        }
-                        for token in tokens.iter_mut() {
-                            *token = Some(c.send(partition, offset));
-                            offset += 1;
-                        }
-                        for &i in &perms[batches as usize % perms.len()] {
-                            c.ack(tokens[i as usize].take().unwrap());
-                        }
-                        batches += 1;
-                    }
-                    batches * DEPTH as u64
-                })
-            })
-            .collect();
-        Run::collect(&start, workers, &stop, flusher)
-    })
-}
-
-/// Workload 1 in batches: as [`local`], but each thread sends its `DEPTH`
-/// records with one `send_batch` and acks them, shuffled, with one
-/// `ack_batch` (a source that polls batches, a sink that reports them).
-pub fn local_batched<C: Contender>(c: &C, threads: usize, until: Until) -> Run {
-    let start = Barrier::new(threads + 1);
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let flusher = s.spawn(|| flusher(c, &stop));
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let start = &start;
-                s.spawn(move || {
-                    let perms = permutations(t as u64 + 1, 16);
                     let mut sent: Vec<C::Token> = Vec::with_capacity(DEPTH);
-                    let mut taken: Vec<Option<C::Token>> = Vec::with_capacity(DEPTH);
                     let mut shuffled: Vec<C::Token> = Vec::with_capacity(DEPTH);
                     let partition = t as u32;
                     let mut offset = 0_u64;
-                    let mut batches = 0_u64;
-                    start.wait();
-                    let deadline = match until {
-                        Until::Elapsed(d) => Some(Instant::now() + d),
-                        Until::Units(_) => None,
-                    };
-                    loop {
-                        match (until, deadline) {
-                            (Until::Units(n), _) if batches >= n => break,
-                            (_, Some(d)) if Instant::now() >= d => break,
-                            _ => {}
+                    timed_batches(start, until, |batch| {
+                        let perm = &perms[batch as usize % perms.len()];
+                        if batched {
+                            c.send_batch(partition, offset..offset + DEPTH as u64, &mut sent);
+                            offset += DEPTH as u64;
+                            for (token, sent) in tokens.iter_mut().zip(sent.drain(..)) {
+                                *token = Some(sent);
+                            }
+                            shuffled
+                                .extend(perm.iter().map(|&i| tokens[i as usize].take().unwrap()));
+                            c.ack_batch(&mut shuffled);
+                        } else {
+                            for token in tokens.iter_mut() {
+                                *token = Some(c.send(partition, offset));
+                                offset += 1;
+                            }
+                            for &i in perm {
+                                c.ack(tokens[i as usize].take().unwrap());
+                            }
                         }
-                        c.send_batch(partition, offset..offset + DEPTH as u64, &mut sent);
-                        offset += DEPTH as u64;
-                        taken.extend(sent.drain(..).map(Some));
-                        for &i in &perms[batches as usize % perms.len()] {
-                            shuffled.push(taken[i as usize].take().unwrap());
-                        }
-                        taken.clear();
-                        c.ack_batch(&mut shuffled);
-                        batches += 1;
-                    }
-                    batches * DEPTH as u64
+                    })
                 })
             })
             .collect();

@@ -15,7 +15,7 @@
 //! [`super::local`]) is the reference the benches and `compare` print beside
 //! it.
 
-use super::{permutations, FxBuild, Until, DEPTH};
+use super::{permutations, timed_batches, FxBuild, Until, DEPTH};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -393,28 +393,15 @@ pub fn local<W: Watermark>(w: &W, threads: usize, until: Until) -> WatermarkRun 
                     let perms = permutations(t as u64 + 1, 16);
                     let mut tokens: Vec<Option<W::Token>> = (0..DEPTH).map(|_| None).collect();
                     let partition = t as u32;
-                    let mut batches = 0_u64;
-                    start.wait();
-                    let deadline = match until {
-                        Until::Elapsed(d) => Some(Instant::now() + d),
-                        Until::Units(_) => None,
-                    };
-                    loop {
-                        match (until, deadline) {
-                            (Until::Units(n), _) if batches >= n => break,
-                            (_, Some(d)) if Instant::now() >= d => break,
-                            _ => {}
-                        }
-                        let base = first + batches * DEPTH as u64;
+                    timed_batches(start, until, |batch| {
+                        let base = first + batch * DEPTH as u64;
                         for (i, token) in tokens.iter_mut().enumerate() {
                             *token = Some(w.send(partition, base + i as u64));
                         }
-                        for &i in &perms[batches as usize % perms.len()] {
+                        for &i in &perms[batch as usize % perms.len()] {
                             w.ack(tokens[i as usize].take().unwrap());
                         }
-                        batches += 1;
-                    }
-                    batches * DEPTH as u64
+                    })
                 })
             })
             .collect();
