@@ -3,7 +3,6 @@
 //! record, and back out cleanly when user code panics in the middle.
 
 use inflight::{FlushError, Refused, ResolveError, Ticket, Tracker};
-use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -11,18 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 mod common;
-use common::Rng;
-
-fn flush_now<P, O>(tracker: &Tracker<P, O>) -> Result<HashMap<P, O>, FlushError>
-where
-    P: std::hash::Hash + Eq + Clone + Send + Sync,
-    O: Clone + Send + Sync,
-{
-    let mut flush = tracker.begin_flush().unwrap();
-    let offsets = flush.wait(Duration::ZERO)?;
-    flush.commit().unwrap();
-    Ok(offsets)
-}
+use common::{flush_now, Rng};
 
 #[test]
 fn a_batch_is_sent_in_order_and_resolves_ticket_by_ticket() {

@@ -12,21 +12,10 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 mod common;
-use common::Rng;
+use common::{flush_now as flush, Rng};
 
 /// Long enough that reaching it means a wake-up was lost.
 const FOREVER: Duration = Duration::from_secs(3600);
-
-fn flush<P, O>(tracker: &Tracker<P, O>) -> Result<HashMap<P, O>, FlushError>
-where
-    P: std::hash::Hash + Eq + Clone + Send + Sync,
-    O: Clone + Send + Sync,
-{
-    let mut flush = tracker.begin_flush().unwrap();
-    let offsets = flush.wait(Duration::ZERO)?;
-    flush.commit().unwrap();
-    Ok(offsets)
-}
 
 #[derive(Default)]
 struct Count(AtomicUsize);

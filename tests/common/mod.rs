@@ -23,3 +23,18 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// One barrier flush now (`wait(Duration::ZERO)`), committed if it
+/// succeeds: its offsets, or why it did not.
+pub fn flush_now<P, O>(
+    tracker: &inflight::Tracker<P, O>,
+) -> Result<std::collections::HashMap<P, O>, inflight::FlushError>
+where
+    P: std::hash::Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    let mut flush = tracker.begin_flush().unwrap();
+    let offsets = flush.wait(std::time::Duration::ZERO)?;
+    flush.commit().unwrap();
+    Ok(offsets)
+}
