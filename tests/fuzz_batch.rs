@@ -566,15 +566,7 @@ fn encoded_ops_decode_back() {
         batch_with(1, 2, 3, 4),
         all_with(5, 6, true, false, 7),
     ]);
-    for act in [
-        Act::PartitionHash,
-        Act::PartitionEq,
-        Act::PartitionClone,
-        Act::PartitionDrop,
-        Act::OffsetClone,
-        Act::OffsetDrop,
-        Act::OffsetSeq,
-    ] {
+    for act in ACTS {
         ops.push(arm(act, 11));
     }
     let bytes = encode_ops(0x40, &ops);

@@ -43,6 +43,18 @@ pub fn traced(capacity: Option<usize>, watermarks: bool, ops: &[Op]) -> harness:
     harness::run_op_list_traced(capacity, watermarks, false, ops)
 }
 
+/// Every `Act`, in the order of its declaration (the order `arbitrary`
+/// decodes them in).
+pub const ACTS: [Act; 7] = [
+    Act::PartitionHash,
+    Act::PartitionEq,
+    Act::PartitionClone,
+    Act::PartitionDrop,
+    Act::OffsetClone,
+    Act::OffsetDrop,
+    Act::OffsetSeq,
+];
+
 /// The bytes of an `ops` input that `arbitrary` decodes as `setup` (the
 /// setup byte: see `pick_ops_setup`) and then `ops`: per op a byte with
 /// bit 0 set, the variant as a little-endian `u32` whose product with the
@@ -106,17 +118,8 @@ fn encode_op(out: &mut Vec<u8>, op: &Op) {
         }
         Op::Arm { act, value, chance } => {
             variant(out, 14, OPS);
-            let acts = [
-                Act::PartitionHash,
-                Act::PartitionEq,
-                Act::PartitionClone,
-                Act::PartitionDrop,
-                Act::OffsetClone,
-                Act::OffsetDrop,
-                Act::OffsetSeq,
-            ];
-            let index = acts.iter().position(|a| a == act).expect("an Act");
-            variant(out, index as u64, acts.len() as u64);
+            let index = ACTS.iter().position(|a| a == act).expect("an Act");
+            variant(out, index as u64, ACTS.len() as u64);
             out.extend([*value, *chance]);
         }
         Op::Progress => variant(out, 15, OPS),
