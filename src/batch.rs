@@ -18,7 +18,7 @@
 //! [`Resolving`].
 
 use crate::generation::{entered_at, entered_from, Generation, SHARDS};
-use crate::slab::{Outcome, Slot, HELD, QUEUED};
+use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
 use crate::{Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
@@ -138,7 +138,11 @@ where
         let home = thread_index();
         // Every record is queued on a watermark tracker; only the chunk's
         // last is held, below.
-        let holds = if self.watermarks.is_some() { QUEUED } else { 0 };
+        let holds = if self.watermarks.is_some() {
+            QUEUE_HOLDS
+        } else {
+            0
+        };
         let mut chunk = Chunk {
             tracker: self,
             records: [(0, 0); CHUNK],

@@ -9,7 +9,7 @@
 use crate::generation::{entered_at, Entry, Generation, SHARDS};
 use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
-use crate::slab::{Slot, HELD, QUEUED};
+use crate::slab::{Slot, HELD, QUEUE_HOLDS};
 use crate::sync::epoch;
 use crate::sync::{thread_index, Ordering};
 use crate::ticket::Ticket;
@@ -103,7 +103,7 @@ where
         // newer record may release the hold at any moment; and queued, on a
         // watermark tracker, until the watermark passes it.
         let holds = if self.watermarks.is_some() {
-            HELD | QUEUED
+            HELD | QUEUE_HOLDS
         } else {
             HELD
         };

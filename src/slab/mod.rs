@@ -30,7 +30,11 @@
 //!   is the latest record of its partition there;
 //! - `QUEUED`: its partition's watermark queue (watermark trackers only),
 //!   from its send until the watermark has moved past it;
-//! - `MARKED`: its partition's untaken watermark (see `watermark`).
+//! - `MARKED`: its partition's untaken watermark (see `watermark`). A
+//!   queued record is born with it (`QUEUE_HOLDS`), held for the mark it
+//!   may become: the advance hands it to the mark when it publishes the
+//!   record as one, and drops it with `QUEUED` when it passes a record it
+//!   did not (one step fewer than adding the hold at the publish).
 //!
 //! A held slot keeps its offset after resolution, and whoever drops the last
 //! of {resolution, holds} frees it. The transitions, each one atomic step
@@ -43,7 +47,6 @@
 //! LIVE(t)|HELD   --resolve--> ACKED(t)|HELD or FAILED(t)|HELD
 //! ACKED(t)|HELD  --release--> FREE(t)                 (the hold was the last owner)
 //! LIVE(t)|HELD   --release--> LIVE(t)
-//! ACKED(t)|HELD  --mark-->    ACKED(t)|HELD|MARKED       (only while held)
 //! ```
 //!
 //! A ticket resolves only by a compare-and-swap from `LIVE(its tag)`, so a
@@ -101,6 +104,9 @@ const STATUS: u64 = 0b11;
 pub(crate) const HELD: u64 = 0b100;
 pub(crate) const QUEUED: u64 = 0b1000;
 pub(crate) const MARKED: u64 = 0b1_0000;
+/// The holds a record queued for a watermark is prepared with: `QUEUED`,
+/// and `MARKED` for the mark it may become (see the module docs).
+pub(crate) const QUEUE_HOLDS: u64 = QUEUED | MARKED;
 /// A hold taken by [`Tracker::oldest_unresolved`](crate::Tracker::oldest_unresolved)
 /// while it copies a record's offset.
 pub(crate) const INSPECTED: u64 = 0b100_0000;

@@ -352,16 +352,25 @@ impl<O> Slab<O> {
         tag(current) == tag(state) && status(current) == LIVE
     }
 
-    /// Drops the hold `hold` (one of the hold bits) on `index`. If the
+    /// Drops the hold `hold` (one or more hold bits, all the caller's) on
+    /// `index`. If the
     /// record was already resolved and that was its last hold, the slot is
     /// freed and recycled (its offset is dropped at its reuse, not here, so
     /// this runs no user code).
     pub(crate) fn release(&self, index: usize, hold: u64) {
-        let slot = self.slot(index);
+        self.release_at(index, self.slot(index), hold);
+    }
+
+    /// [`release`](Self::release) for a caller that has the slot at hand.
+    #[inline]
+    pub(crate) fn release_at(&self, index: usize, slot: &Slot<O>, hold: u64) {
         // Acquire: pairs with the Release CAS of the resolution (or publish).
         let mut current = slot.state.load(Ordering::Acquire);
         loop {
-            debug_assert!(current & hold != 0, "release of a hold that is not there");
+            debug_assert!(
+                current & hold == hold,
+                "release of a hold that is not there"
+            );
             let rest = current & !hold;
             let frees = matches!(status(current), ACKED | FAILED) && rest & HOLDS == 0;
             let next = if frees {
@@ -389,21 +398,22 @@ impl<O> Slab<O> {
         }
     }
 
-    /// Adds the `MARKED` hold to a slot the caller knows is held (so it
-    /// cannot be freed meanwhile), with the count `covered` it reports.
-    pub(crate) fn mark(&self, index: usize, covered: u32) {
-        let slot = self.slot(index);
-        // Relaxed, all: the caller's own hold keeps the slot; whoever later
+    /// Makes a queued record, born with the `MARKED` hold (see
+    /// `QUEUE_HOLDS`), ready to be its partition's mark, with the count
+    /// `covered` it reports; the caller then hands the hold to the mark.
+    pub(crate) fn mark(&self, slot: &Slot<O>, covered: u32) {
+        // Relaxed, all: the caller's own holds keep the slot; whoever later
         // takes the mark is ordered by the Release swap that publishes it.
         // `covered` stops remembering a revoked tag (cleared after the
         // store: a stale ticket compared against the count for a moment
-        // would only be told `Revoked` instead of `AlreadyResolved`).
+        // would only be told `Revoked` instead of `AlreadyResolved`). The
+        // record is resolved, so no revoke sets `REMEMBERS` any more.
         slot.covered.store(covered, Ordering::Relaxed);
-        let previous = slot.state.fetch_or(MARKED, Ordering::Relaxed);
-        if previous & REMEMBERS != 0 {
+        let state = slot.state.load(Ordering::Relaxed);
+        if state & REMEMBERS != 0 {
             slot.state.fetch_and(!REMEMBERS, Ordering::Relaxed);
         }
-        debug_assert!(previous & (HELD | QUEUED) != 0 && previous & MARKED == 0);
+        debug_assert!(state & QUEUE_HOLDS == QUEUE_HOLDS);
     }
 
     /// Calls `f(index, state, partition, generation)` for every slot that

@@ -3,6 +3,7 @@
 //! the parent module).
 
 use super::*;
+use crate::slab::{Slot, QUEUE_HOLDS};
 
 /// One pass of the advance: moves `head` over every resolved record at the
 /// front of the queue. Only the holder of `work` calls it.
@@ -16,22 +17,46 @@ pub(super) fn advance_once<O>(
     // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
     // on `work` order one holder's accesses before the next one's.
     let mut head = queue.head.with(|h| unsafe { *h });
+    let mut head_slot = (head != 0).then(|| slots.slot_of(index_of(head)));
+    // SAFETY: as for `head`.
+    let mut head_marked = queue.head_marked.with(|m| unsafe { *m });
     // Relaxed, both: only advancers write them, and we are the advancer.
     let mut stopped = queue.stopped.load(Ordering::Relaxed);
     let mut newest = queue.newest.load(Ordering::Relaxed);
-    // The newest passed acked record, not yet published as the mark. It is
-    // always `head` when set.
-    let mut candidate = 0_u32;
+    // Whether `head` is an acked record to publish as the mark (the newest
+    // passed, not yet published).
+    let mut candidate = false;
+    // The record passed before `head`, whose `QUEUED` hold we still owe:
+    // dropped at the next step, or, if it is the mark the next publish
+    // replaces (an advance of one record in order), with the mark's hold
+    // in one step (see `Unqueued`).
+    let mut unqueued = Unqueued { owed: None };
     // Passed records whose generation count we have yet to decrement, all of
     // one generation and count shard and one life: (their generation word,
     // how many, how many failed, their life).
     let mut group: Option<(*const (), u64, u64, u32)> = None;
     let (mut passed, mut marked) = (0_u64, 0_u64);
+    // Publishes `head`, the candidate, as the mark (the caller clears
+    // `candidate` if it reads it again before the next step).
+    macro_rules! publish_head {
+        () => {
+            if let Some(slot) = head_slot {
+                publish(
+                    queue,
+                    slots,
+                    (head, slot),
+                    &mut marked,
+                    newest,
+                    &mut unqueued,
+                );
+            }
+            head_marked = true;
+        };
+    }
     loop {
-        let link = if head == 0 {
-            &queue.first
-        } else {
-            &slots.slot_of(index_of(head)).next_queued
+        let link = match head_slot {
+            None => &queue.first,
+            Some(slot) => &slot.next_queued,
         };
         // Acquire: pairs with the sender's Release store of the link.
         let next = link.load(Ordering::Acquire);
@@ -61,9 +86,9 @@ pub(super) fn advance_once<O>(
         // A record of a newer life: the older life's watermark is final.
         // Publish it (a revoke takes it), then start the new life afresh.
         if newer(life, newest) {
-            if candidate != 0 {
-                publish(queue, slots, candidate, &mut marked, newest);
-                candidate = 0;
+            if candidate {
+                publish_head!();
+                candidate = false;
             }
             newest = life;
             // Relaxed: advancer-owned, read by `stats` as a statistic.
@@ -74,9 +99,9 @@ pub(super) fn advance_once<O>(
         // decrement, and whoever sees it drained must find the mark.
         if let Some((current, count, failed, group_life)) = group {
             if current != generation || group_life != life {
-                if candidate != 0 {
-                    publish(queue, slots, candidate, &mut marked, newest);
-                    candidate = 0;
+                if candidate {
+                    publish_head!();
+                    candidate = false;
                 }
                 *wakes |= leave(current, count, failed, group_life);
                 group = None;
@@ -104,11 +129,10 @@ pub(super) fn advance_once<O>(
             // Release: a progress walk that reads it sees `stop_seq`; for
             // the statistics, and the advancer re-reads its own writes.
             queue.stopped.store(stopped, Ordering::Release);
-            if candidate != 0 {
-                // `head` is the last good watermark: publish it before the
-                // step below drops its queue hold.
-                publish(queue, slots, candidate, &mut marked, newest);
-                candidate = 0;
+            if candidate {
+                // `head` is the last good watermark: publish it before its
+                // queue hold goes.
+                publish_head!();
             }
         }
         if seqs.is_some() {
@@ -120,19 +144,20 @@ pub(super) fn advance_once<O>(
                 .last
                 .store(tail_word(next, tag(state), 0), Ordering::Release);
         }
-        if head != 0 {
-            slots.release(index_of(head), QUEUED);
+        if let Some(slot) = head_slot {
+            unqueued.owe(slots, (head, slot), head_marked);
         }
         head = next;
+        head_slot = Some(slot);
+        head_marked = false;
         passed += 1;
-        if status == ACKED && current && !stopped_now {
-            candidate = next;
-            marked += 1;
-        }
+        candidate = status == ACKED && current && !stopped_now;
+        marked += u64::from(candidate);
     }
-    if candidate != 0 {
-        publish(queue, slots, candidate, &mut marked, newest);
+    if candidate {
+        publish_head!();
     }
+    unqueued.pay(slots);
     debug_assert_eq!(marked, 0, "every marked record is covered by a mark");
     if passed != 0 {
         // Relaxed: a statistic. Only the advancer writes it.
@@ -141,22 +166,78 @@ pub(super) fn advance_once<O>(
     }
     // SAFETY: as above.
     queue.head.with_mut(|h| unsafe { *h = head });
+    // SAFETY: as above.
+    queue.head_marked.with_mut(|m| unsafe { *m = head_marked });
     if let Some((generation, count, failed, life)) = group {
         *wakes |= leave(generation, count, failed, life);
     }
 }
 
+/// A passed record whose holds the advancer has yet to drop: `QUEUED`, and
+/// `MARKED` too unless the record was published as a mark (then that hold
+/// is the mark's). They go one step late, so that when the record is the
+/// mark the advance replaces (the common case: records acked in order,
+/// each advance passing one), its two holds go in one read-modify-write.
+/// Holding a passed record a moment longer only delays its slot's reuse.
+struct Unqueued<'a, O> {
+    /// The record's node and slot, and whether it was published as a mark.
+    owed: Option<(u32, &'a Slot<O>, bool)>,
+}
+
+impl<'a, O> Unqueued<'a, O> {
+    /// Owes the holds of `node`, the head being passed (`marked` if it was
+    /// published as a mark), dropping those owed before.
+    fn owe(&mut self, slots: &Slab<O>, (node, slot): (u32, &'a Slot<O>), marked: bool) {
+        self.pay(slots);
+        self.owed = Some((node, slot, marked));
+    }
+
+    /// Drops the holds owed, if any.
+    fn pay(&mut self, slots: &Slab<O>) {
+        if let Some((node, slot, marked)) = self.owed.take() {
+            // Mutant `dropped_mark_hold` (loom suite only): the advancer
+            // drops the hold of a record it published as the mark, which
+            // is the mark's (and `committable`'s, once taken).
+            #[cfg(inflight_mutant = "dropped_mark_hold")]
+            let marked = false;
+            let holds = if marked { QUEUED } else { QUEUE_HOLDS };
+            slots.release_at(index_of(node), slot, holds);
+        }
+    }
+
+    /// Drops the mark's `MARKED` hold on `node`, a mark just replaced, with
+    /// the `QUEUED` hold owed on it if it is the record owed.
+    fn unmark(&mut self, slots: &Slab<O>, node: u32) {
+        match self.owed {
+            Some((owed, slot, marked)) if owed == node => {
+                debug_assert!(marked, "a mark is a record published as one");
+                self.owed = None;
+                slots.release_at(index_of(node), slot, QUEUE_HOLDS);
+            }
+            _ => slots.release(index_of(node), MARKED),
+        }
+    }
+}
+
 /// Makes `candidate` (the advancer's `head`, so still queued and held) the
-/// partition's mark, dropping the hold on the mark it replaces. The mark
+/// partition's mark, handing it the `MARKED` hold the record was born with
+/// and dropping the hold of the mark it replaces. The mark
 /// carries the partition's count of acked records passed so far, `marked`
 /// of them new since the last mark.
-fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64, life: u32) {
+fn publish<'a, O>(
+    queue: &Queue,
+    slots: &'a Slab<O>,
+    (candidate, slot): (u32, &Slot<O>),
+    marked: &mut u64,
+    life: u32,
+    unqueued: &mut Unqueued<'a, O>,
+) {
     // Relaxed, both: only the holder of `work`, the caller, writes it (the
     // `work` handover orders the writers); `stats` reads it as a statistic.
     let total = queue.marked.load(Ordering::Relaxed) + std::mem::take(marked);
     queue.marked.store(total, Ordering::Relaxed);
     // Modulo 2^32: `Queue::report` compares these as serial numbers.
-    slots.mark(index_of(candidate), total as u32);
+    slots.mark(slot, total as u32);
     // AcqRel: Release publishes the marked slot (and its acked value) to
     // `committable`'s Acquire swap; Acquire takes over the replaced mark.
     let replaced = queue
@@ -174,6 +255,6 @@ fn publish<O>(queue: &Queue, slots: &Slab<O>, candidate: u32, marked: &mut u64, 
             slots.release(mark_index(stale), MARKED);
         }
     } else {
-        slots.release(mark_index(replaced), MARKED);
+        unqueued.unmark(slots, replaced as u32);
     }
 }

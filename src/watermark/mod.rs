@@ -131,6 +131,9 @@ pub(crate) struct Queue {
     /// The last record passed; 0 (the stub) before the first. Only the
     /// thread that holds `work` touches it.
     head: UnsafeCell<u32>,
+    /// Whether `head` was published as a mark (so its `MARKED` hold is the
+    /// mark's, not the advancer's). Only the holder of `work` touches it.
+    head_marked: UnsafeCell<bool>,
     /// Records passed. Written only by the advancer.
     passed: AtomicU64,
     /// Acked records the watermark has passed, in all. Only the advancer
@@ -228,6 +231,7 @@ impl Queue {
             sent: AtomicU64::new(0),
             work: AtomicU64::new(0),
             head: UnsafeCell::new(0),
+            head_marked: UnsafeCell::new(false),
             passed: AtomicU64::new(0),
             marked: AtomicU64::new(0),
             reported: AtomicU32::new(0),
