@@ -27,6 +27,9 @@
 //! `progress()` and encodes each changed partition's metadata instead of
 //! `committable()`), whose cost against `inflight_wm` is the last column.
 //!
+//! A bounded table runs workload 1 on a tracker with a capacity (never
+//! reached) beside an unbounded one: what the permits cost.
+//!
 //! Each cell is the median of three 0.4 s runs, the contenders taking turns
 //! so that background load hits them alike. For the full picture (hand-off,
 //! send-latency percentiles, memory, `committable()` latency) run
@@ -132,6 +135,8 @@ fn main() {
         );
     }
     println!();
+    bounded_table();
+    println!();
     batch_table();
     println!();
     println!(
@@ -153,6 +158,40 @@ fn main() {
     }
     println!();
     watermark_table();
+}
+
+/// Workload 1 on a bounded tracker (a capacity of 2^20, never reached):
+/// every send takes a permit and every resolution gives it back, on the
+/// thread's own permit shard.
+fn bounded_table() {
+    println!(
+        "bounded: workload 1 on a tracker with a capacity (2^20, never reached); \
+         send+ack pairs per second (median of {ROUNDS} x {} ms)",
+        RUN_FOR.as_millis()
+    );
+    println!();
+    println!(
+        "| {:>7} | {:>16} | {:>18} | {:>17} |",
+        "threads", "inflight bounded", "inflight unbounded", "bounded/unbounded"
+    );
+    println!("|{:-<9}|{:-<18}|{:-<20}|{:-<19}|", "", "", "", "");
+    for threads in THREADS {
+        let (bounded, unbounded) = (Inflight::with_capacity(1 << 20), Inflight::new());
+        let mut rates = [const { Vec::new() }; 2];
+        let until = Until::Elapsed(RUN_FOR);
+        for _ in 0..ROUNDS {
+            rates[0].push(contenders::local(&bounded, threads, until).pairs_per_sec());
+            rates[1].push(contenders::local(&unbounded, threads, until).pairs_per_sec());
+        }
+        let [b, u] = rates.map(median);
+        println!(
+            "| {:>7} | {:>16.0} | {:>18.0} | {:>16.2}x |",
+            threads,
+            b,
+            u,
+            b / u
+        );
+    }
 }
 
 /// Workload 1 in batches: each thread sends its 64 records in one batch

@@ -160,7 +160,7 @@ where
                 refused = Some((Refused::Full, offset));
                 break;
             };
-            if !self.take_permit() {
+            if !self.take_permit(home) {
                 self.slots.recycle_slot(index, slot);
                 refused = Some((Refused::Full, offset));
                 break;

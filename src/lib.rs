@@ -141,6 +141,7 @@ mod future;
 mod generation;
 mod pages;
 mod partition;
+mod permits;
 mod progress;
 mod resolve;
 mod revoke;

@@ -94,7 +94,7 @@ where
         let Some((index, slot)) = self.slots.alloc(home) else {
             return Err(SendError::Full(partition, offset));
         };
-        if !self.take_permit() {
+        if !self.take_permit(home) {
             self.slots.recycle_slot(index, slot);
             *no_permit = true;
             return Err(SendError::Full(partition, offset));

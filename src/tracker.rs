@@ -3,7 +3,7 @@
 //!
 //! This module owns the open-generation pointer, the chain from the oldest
 //! uncommitted generation to the open one, the `closed`, `interrupted` and
-//! `flushing` flags, the capacity's permits, and the flush carry (which
+//! `flushing` flags, and the flush carry (which
 //! only the holder of `flushing`, the live [`Flush`], may touch). The
 //! calls that change them live beside it: `send` (the send path), `resolve`
 //! (`ack`, `fail`), `seal` (`begin_flush`, `drain` and the captures). See
@@ -12,10 +12,11 @@
 use crate::flush::Carry;
 use crate::generation::{Generation, Shards};
 use crate::partition::Partitions;
+use crate::permits::Permits;
 use crate::progress::ProgressConfig;
 use crate::slab::Slab;
 use crate::sync::epoch::{self, Atomic, Guard, Owned};
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{thread_index, AtomicBool, AtomicU64, Ordering, UnsafeCell};
 use crate::ticket::MAX_SLOTS;
 use crate::waiter::Waiter;
 use crate::watermark::Watermarks;
@@ -23,9 +24,6 @@ use std::any::Any;
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
-
-/// The bit of `permits` that says a sender waits for room.
-const ROOM_WANTED: usize = 1 << (usize::BITS - 1);
 
 /// Tracks records in flight and tells which source offsets are safe to
 /// commit.
@@ -62,10 +60,9 @@ pub struct Tracker<P, O> {
     pub(crate) id: u8,
     /// The bound on records in flight; `None` for an unbounded tracker.
     pub(crate) capacity: Option<usize>,
-    /// Records in flight, counted only when `capacity` is set, and the
-    /// `ROOM_WANTED` bit while a `send_timeout` or `send_async` waits for
-    /// one to be resolved.
-    pub(crate) permits: AtomicUsize,
+    /// A bounded tracker's permits, one per record in flight (see
+    /// `permits`).
+    pub(crate) permits: Option<Permits>,
     pub(crate) slots: Slab<O>,
     pub(crate) partitions: Partitions<P>,
     /// Where records are counted into generations (see `generation`).
@@ -170,7 +167,7 @@ where
         Self {
             id: crate::sync::next_tracker_id(),
             capacity,
-            permits: AtomicUsize::new(0),
+            permits: capacity.map(Permits::new),
             slots: Slab::new(),
             partitions: Partitions::new(),
             shards: Shards::new(),
@@ -297,32 +294,20 @@ where
 }
 
 impl<P, O> Tracker<P, O> {
-    pub(crate) fn take_permit(&self) -> bool {
-        let Some(capacity) = self.capacity else {
-            return true;
-        };
-        // Relaxed: the count orders no other memory; the CAS makes the bound
-        // exact (no transient over-count that could refuse a send wrongly).
-        let mut current = self.permits.load(Ordering::Relaxed);
-        loop {
-            if current & !ROOM_WANTED >= capacity {
-                return false;
-            }
-            match self.permits.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(seen) => current = seen,
-            }
-        }
+    /// Takes a permit for a send on the thread numbered `home` (see
+    /// `permits`): false when the capacity is all in use. Always true on an
+    /// unbounded tracker.
+    #[inline]
+    pub(crate) fn take_permit(&self, home: usize) -> bool {
+        self.permits
+            .as_ref()
+            .is_none_or(|permits| permits.take(home))
     }
 
     /// Gives a permit back. Returns true if a sender waits for room: the
     /// caller then calls [`wake`](Self::wake) with `room`, last (wakers are
     /// user code).
+    #[inline]
     #[must_use]
     pub(crate) fn return_permit(&self) -> bool {
         self.return_permits(1)
@@ -330,53 +315,23 @@ impl<P, O> Tracker<P, O> {
 
     /// Gives `n` permits back at once (a batch's resolutions), as
     /// [`return_permit`](Self::return_permit) gives one.
+    #[inline]
     #[must_use]
     pub(crate) fn return_permits(&self, n: usize) -> bool {
-        if self.capacity.is_none() || n == 0 {
-            return false;
+        match &self.permits {
+            Some(permits) if n != 0 => permits.give_back(n, thread_index()),
+            _ => false,
         }
-        // AcqRel: Acquire, when this reads `ROOM_WANTED`, sees the waiting
-        // sender's registration, made before its Release CAS set the bit.
-        let wanted = self.permits.fetch_sub(n, Ordering::AcqRel) & ROOM_WANTED != 0;
-        // Mutant `lost_room_wakeup` (loom suite only): a resolution never
-        // tells that a sender waits for room, so nobody wakes it.
-        #[cfg(inflight_mutant = "lost_room_wakeup")]
-        let wanted = {
-            let _ = wanted;
-            false
-        };
-        wanted
     }
 
     /// For a sender registered in `room`, after `send` said `Full` for want
     /// of a permit: true if a permit is free now (send again); false once
-    /// `ROOM_WANTED` is set, in the same atomic step that saw the tracker
-    /// full, so the next [`return_permit`](Self::return_permit) sees it and
-    /// wakes the sender.
+    /// the permits are flagged, so that the next
+    /// [`return_permit`](Self::return_permit) sees it and wakes the sender
+    /// (see `permits`).
     pub(crate) fn want_room(&self) -> bool {
-        let Some(capacity) = self.capacity else {
-            return true; // cannot happen: no permits, no `Full` for want of one
-        };
-        // Relaxed: the CAS below decides.
-        let mut current = self.permits.load(Ordering::Relaxed);
-        loop {
-            if current & !ROOM_WANTED < capacity {
-                return true;
-            }
-            // AcqRel: Release publishes our registration to the resolver
-            // whose `fetch_sub` reads this (even when the bit was already
-            // set: the write joins the chain it reads); Acquire is for
-            // symmetry.
-            match self.permits.compare_exchange_weak(
-                current,
-                current | ROOM_WANTED,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return false,
-                Err(seen) => current = seen,
-            }
-        }
+        // No permits, no `Full` for want of one: send again.
+        self.permits.as_ref().is_none_or(Permits::want_room)
     }
 
     /// Wakes the waiters of a flush or drain (`waiters`) and the senders
@@ -406,9 +361,9 @@ impl<P, O> Tracker<P, O> {
             Ok(())
         };
         let made_room = if room {
-            // AcqRel: the senders woken below set the bit again (Release)
-            // if they find no room.
-            self.permits.fetch_and(!ROOM_WANTED, Ordering::AcqRel);
+            if let Some(permits) = &self.permits {
+                permits.room_woken();
+            }
             self.room.wake_catching()
         } else {
             Ok(())

@@ -1685,6 +1685,70 @@ fn g11_bounded_tracker_under_concurrency_never_exceeds_its_capacity() {
     assert_eq!(tracker.in_flight(), 0);
 }
 
+/// Resolutions leave their permits spare on their own thread's shard; a
+/// send on another thread still gets every one of them: the bound is exact
+/// across threads, below, at and above the 64 permits a shard keeps.
+#[test]
+fn g11_permits_freed_on_one_thread_serve_sends_on_another() {
+    for n in [1_usize, 5, 64, 65, 200, 1000] {
+        let tracker = Tracker::<u8, u64>::with_capacity(n);
+        thread::scope(|s| {
+            s.spawn(|| {
+                let tickets: Vec<_> = (0..n).map(|i| tracker.send(0, i as u64).unwrap()).collect();
+                assert!(tracker.send(0, 0).is_err(), "capacity {n}");
+                for t in tickets {
+                    tracker.ack(t).unwrap();
+                }
+            });
+        });
+        // Every permit is spare on the other thread's shard, or back in the
+        // capacity: this thread gets exactly `n`.
+        let tickets: Vec<_> = (0..n)
+            .map(|i| {
+                tracker
+                    .send(1, i as u64)
+                    .unwrap_or_else(|e| panic!("{i} of {n}: {e:?}"))
+            })
+            .collect();
+        assert!(matches!(tracker.send(1, 0), Err(SendError::Full(..))));
+        assert_eq!(tracker.in_flight(), n);
+        // And back again, the permits now spare on this thread's shard.
+        for t in tickets {
+            tracker.ack(t).unwrap();
+        }
+        thread::scope(|s| {
+            s.spawn(|| {
+                let tickets: Vec<_> = (0..n).map(|i| tracker.send(2, i as u64).unwrap()).collect();
+                assert!(tracker.send(2, 0).is_err());
+                for t in tickets {
+                    tracker.fail(t).unwrap();
+                }
+            });
+        });
+        assert_eq!(tracker.in_flight(), 0);
+    }
+}
+
+/// A sender waiting for room is woken by a resolution on any thread, which
+/// keeps the permit spare on its own shard unless a sender waits: the
+/// waiter's flag reaches every shard. (The timeout only bounds a failure.)
+#[test]
+fn g11_a_sender_waiting_for_room_is_woken_by_a_resolution_elsewhere() {
+    for round in 0..50_u64 {
+        let tracker = Tracker::<u8, u64>::with_capacity(1);
+        let held = tracker.send(0, round).unwrap();
+        thread::scope(|s| {
+            let waiter = s.spawn(|| tracker.send_timeout(1, round, Duration::from_secs(60)));
+            // The resolution runs on a third thread, on another shard than
+            // the waiter's.
+            s.spawn(|| tracker.ack(held).unwrap());
+            let ticket = waiter.join().unwrap().expect("woken with room");
+            assert_eq!(tracker.in_flight(), 1);
+            tracker.ack(ticket).unwrap();
+        });
+    }
+}
+
 #[test]
 fn g11_wait_with_duration_max_returns_when_acked() {
     let tracker = Tracker::<u8, u64>::new();

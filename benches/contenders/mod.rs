@@ -111,6 +111,16 @@ pub fn flush_once<C: Contender>(c: &C, timeout: Duration) -> bool {
 /// This crate.
 pub struct Inflight(inflight::Tracker<u32, u64>);
 
+impl Inflight {
+    /// A bounded tracker: every send takes a permit and every resolution
+    /// gives it back (`compare`'s bounded table; a capacity the workload
+    /// never reaches measures what the permits cost).
+    #[allow(dead_code)] // used by `compare`, not by every bench
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self(inflight::Tracker::with_capacity(capacity))
+    }
+}
+
 impl Contender for Inflight {
     const NAME: &'static str = "inflight";
     type Token = inflight::Ticket;

@@ -1,6 +1,6 @@
-//! Loom models of a partition's lifecycle (24-29): revokes racing acks,
+//! Loom models of a partition's lifecycle (24-29b): revokes racing acks,
 //! sends, `committable()` and a waiting flush, a failed partition's
-//! restart, and a send waiting for room. See `models.rs` for how the
+//! restart, a send waiting for room, and the capacity's permits. See `models.rs` for how the
 //! models are written.
 #![cfg(loom)]
 
@@ -255,10 +255,11 @@ fn revoke_of_a_failed_partition_then_send_and_ack() {
 
 /// 29. Waiting for room: on a tracker of capacity 1 with one record in
 /// flight, `send_timeout` (with no clock, only a wake-up can end its wait)
-/// races the ack of that record. The ack's return of its permit either
-/// sees the sender's `ROOM_WANTED` and wakes it, or comes first and the
-/// sender's flagging CAS sees the free permit: the send returns `Ok`, and
-/// the bound holds. A lost wake-up is a loom deadlock: mutant
+/// races the ack of that record on another thread, whose permit stays
+/// spare on that thread's shard. The ack's give-back either sees the
+/// sender's flag on its shard (`WANTED`) and wakes it, or comes first and
+/// the sender's sweep or flagging finds the spare permit: the send returns
+/// `Ok`, and the bound holds. A lost wake-up is a loom deadlock: mutant
 /// `lost_room_wakeup` is caught here.
 #[test]
 fn send_timeout_vs_ack_makes_room() {
@@ -275,4 +276,40 @@ fn send_timeout_vs_ack_makes_room() {
         tracker.ack(second).unwrap();
         assert_eq!(tracker.in_flight(), 0);
     });
+}
+
+/// 29b. The bound is exact across threads: on a tracker of capacity 1, a
+/// thread sends and acks a record (its permit stays spare on that thread's
+/// shard) while the main thread sends too. The main thread's send may be
+/// refused only while the other thread's record could still be in flight:
+/// once that thread's ack happened before the send, the send finds the
+/// spare permit. Mutant `unswept_spares` (a full capacity count refuses
+/// the send without looking at other shards' spares) is caught here.
+#[test]
+fn permit_freed_on_one_thread_serves_a_send_on_another() {
+    run_model(
+        "permit_freed_on_one_thread_serves_a_send_on_another",
+        || {
+            let tracker: Arc<T> = Arc::new(Tracker::with_capacity(1));
+            let done = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            let (t2, d2) = (tracker.clone(), done.clone());
+            let other = thread::spawn(move || {
+                if let Ok(ticket) = t2.send("p", off(1)) {
+                    t2.ack(ticket).unwrap();
+                    // Release: the ack (and its give-back) before the flag.
+                    d2.store(true, std::sync::atomic::Ordering::Release);
+                }
+            });
+            // Acquire: pairs with the store above.
+            let other_done = done.load(std::sync::atomic::Ordering::Acquire);
+            match tracker.send("q", off(2)) {
+                Ok(ticket) => tracker.ack(ticket).unwrap(),
+                Err(e) => assert!(!other_done, "refused with every permit free: {e:?}"),
+            }
+            other.join().unwrap();
+            assert_eq!(tracker.in_flight(), 0);
+            let last = tracker.send("q", off(3)).expect("every permit is free");
+            tracker.ack(last).unwrap();
+        },
+    );
 }
