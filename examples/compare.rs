@@ -8,7 +8,7 @@
 //! acks shuffled, while a flusher runs begin / wait / commit every
 //! millisecond) at 1, 2, 4 and 8 threads, and workload 3 (flush latency:
 //! last covered ack to `wait` returning). The contenders are those of the
-//! criterion benchmarks (`benches/contenders/mod.rs`):
+//! criterion benchmarks (`benches/contenders/`):
 //!
 //! - `kafka_2015`: Kafka Connect's 2015 `WorkerSourceTask` design with the
 //!   KAFKA-2867 fix (one mutex over two maps, a condvar);
