@@ -361,9 +361,6 @@ impl<P, O> Tracker<P, O> {
             Ok(())
         };
         let made_room = if room {
-            if let Some(permits) = &self.permits {
-                permits.room_woken();
-            }
             self.room.wake_catching()
         } else {
             Ok(())

@@ -1,4 +1,4 @@
-//! Loom models of a partition's lifecycle (24-29b): revokes racing acks,
+//! Loom models of a partition's lifecycle (24-29c): revokes racing acks,
 //! sends, `committable()` and a waiting flush, a failed partition's
 //! restart, a send waiting for room, and the capacity's permits. See `models.rs` for how the
 //! models are written.
@@ -312,4 +312,37 @@ fn permit_freed_on_one_thread_serves_a_send_on_another() {
             tracker.ack(last).unwrap();
         },
     );
+}
+
+/// 29c. No permit in transit: on a tracker of capacity 2, another thread
+/// acks two records, raising a flag between the acks, while the main
+/// thread sends. Once the flag is seen, the first record's permit is free
+/// for the whole of the send, and the send must get a permit, however the
+/// second ack's give-back interleaves with it. Found in review: a shard
+/// that gave its surplus spares back to the capacity count in two steps
+/// left them, in between, where no sweep looks. Mutant `spares_in_transit`
+/// (that two-step give-back) is caught here.
+#[test]
+fn permit_freed_before_a_send_is_never_in_transit() {
+    run_model("permit_freed_before_a_send_is_never_in_transit", || {
+        let tracker: Arc<T> = Arc::new(Tracker::with_capacity(2));
+        let done = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let a = tracker.send("p", off(1)).unwrap();
+        let b = tracker.send("p", off(2)).unwrap();
+        let (t2, d2) = (tracker.clone(), done.clone());
+        let other = thread::spawn(move || {
+            t2.ack(a).unwrap();
+            // Release: the first ack (and its give-back) before the flag.
+            d2.store(true, std::sync::atomic::Ordering::Release);
+            t2.ack(b).unwrap();
+        });
+        // Acquire: pairs with the store above.
+        let a_acked = done.load(std::sync::atomic::Ordering::Acquire);
+        match tracker.send("q", off(3)) {
+            Ok(ticket) => tracker.ack(ticket).unwrap(),
+            Err(e) => assert!(!a_acked, "refused with a permit free throughout: {e:?}"),
+        }
+        other.join().unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
 }

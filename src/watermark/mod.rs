@@ -26,8 +26,9 @@
 //!
 //! `head` is the last record the watermark passed (the stub at first). To
 //! advance is to follow `head`'s link while the next record is resolved:
-//! each step passes one record, drops its predecessor's `QUEUED` hold, and
-//! makes an acked record the new watermark. A failed record stops the
+//! each step passes one record, drops its predecessor's `QUEUED` hold (a
+//! step late, or at the end of the pass, see `advance`), and makes an
+//! acked record the new watermark. A failed record stops the
 //! partition's watermark for good (`stopped`); the advance still passes
 //! records after it, so their slots are reclaimed, but never again marks one.
 //!

@@ -44,7 +44,8 @@
 //! # The walk
 //!
 //! It starts at `last`, the advancer's head (the last record passed, which
-//! keeps its `QUEUED` hold until the advance moves past its successor), or
+//! keeps its `QUEUED` hold at least until the advance moves past its
+//! successor), or
 //! at the queue's `first` link before any pass, and follows the links. A
 //! slot read while its predecessor is still queued, with the tag the walk
 //! saw, belongs to that predecessor's successor: the advance releases a
