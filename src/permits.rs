@@ -65,6 +65,11 @@ pub(crate) struct Permits {
 }
 
 impl Permits {
+    /// The bound on records in flight.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             capacity,
@@ -106,10 +111,10 @@ impl Permits {
         }
         // Mutant `unswept_spares` (loom suite only): a capacity all taken
         // out refuses the send, though shards hold spare permits.
-        #[cfg(inflight_mutant = "unswept_spares")]
-        return false;
+        if cfg!(inflight_mutant = "unswept_spares") {
+            return false;
+        }
         // Relaxed: a hint; any shard may be tried first.
-        #[allow(unreachable_code)]
         let start = self.hint.load(Ordering::Relaxed);
         for i in 0..SHARDS {
             let shard = (start + i) % SHARDS;
@@ -150,10 +155,7 @@ impl Permits {
         spare.fetch_and(COUNT, Ordering::Relaxed);
         // Mutant `lost_room_wakeup` (loom suite only): a resolution never
         // tells that a sender waits for room, so nobody wakes it.
-        #[cfg(inflight_mutant = "lost_room_wakeup")]
-        return false;
-        #[allow(unreachable_code)]
-        true
+        !cfg!(inflight_mutant = "lost_room_wakeup")
     }
 
     /// For a sender registered in the room's waiters, after a send was

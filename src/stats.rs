@@ -117,7 +117,7 @@ where
         });
         let mut stats = Stats {
             in_flight,
-            capacity: self.capacity,
+            capacity: self.capacity(),
             partitions: self.partitions.len(),
             largest_partitions: Vec::new(),
             oldest_age: oldest,

@@ -3,9 +3,9 @@
 //!
 //! This module owns the open-generation pointer, the chain from the oldest
 //! uncommitted generation to the open one, the `closed`, `interrupted` and
-//! `flushing` flags, and the flush carry (which
-//! only the holder of `flushing`, the live [`Flush`], may touch). The
-//! calls that change them live beside it: `send` (the send path), `resolve`
+//! `flushing` flags, and the flush carry (which only the holder of
+//! `flushing`, the live [`Flush`], may touch). The calls that change them
+//! live beside it: `send` (the send path), `resolve`
 //! (`ack`, `fail`), `seal` (`begin_flush`, `drain` and the captures). See
 //! [`crate::implementation`] for the whole design.
 
@@ -58,10 +58,8 @@ use std::marker::PhantomData;
 pub struct Tracker<P, O> {
     /// This tracker's id in raw tickets.
     pub(crate) id: u8,
-    /// The bound on records in flight; `None` for an unbounded tracker.
-    pub(crate) capacity: Option<usize>,
-    /// A bounded tracker's permits, one per record in flight (see
-    /// `permits`).
+    /// A bounded tracker's permits, one per record in flight, and the
+    /// bound (see `permits`); `None` for an unbounded tracker.
     pub(crate) permits: Option<Permits>,
     pub(crate) slots: Slab<O>,
     pub(crate) partitions: Partitions<P>,
@@ -166,7 +164,6 @@ where
             .into_shared(unsafe { epoch::unprotected() });
         Self {
             id: crate::sync::next_tracker_id(),
-            capacity,
             permits: capacity.map(Permits::new),
             slots: Slab::new(),
             partitions: Partitions::new(),
@@ -273,7 +270,7 @@ where
     /// assert_eq!(Tracker::<u8, u8>::new().capacity(), None);
     /// ```
     pub fn capacity(&self) -> Option<usize> {
-        self.capacity
+        self.permits.as_ref().map(Permits::capacity)
     }
 
     /// How many distinct partitions the tracker has seen. A tracker holds at
@@ -496,7 +493,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tracker")
             .field("in_flight", &self.in_flight())
-            .field("capacity", &self.capacity)
+            .field("capacity", &self.capacity())
             .field("closed", &self.is_closed())
             .finish_non_exhaustive()
     }

@@ -353,10 +353,9 @@ impl<O> Slab<O> {
     }
 
     /// Drops the hold `hold` (one or more hold bits, all the caller's) on
-    /// `index`. If the
-    /// record was already resolved and that was its last hold, the slot is
-    /// freed and recycled (its offset is dropped at its reuse, not here, so
-    /// this runs no user code).
+    /// `index`. If the record was already resolved and that was its last
+    /// hold, the slot is freed and recycled (its offset is dropped at its
+    /// reuse, not here, so this runs no user code).
     pub(crate) fn release(&self, index: usize, hold: u64) {
         self.release_at(index, self.slot(index), hold);
     }

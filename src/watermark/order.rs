@@ -45,12 +45,11 @@
 //!
 //! It starts at `last`, the advancer's head (the last record passed, which
 //! keeps its `QUEUED` hold at least until the advance moves past its
-//! successor), or
-//! at the queue's `first` link before any pass, and follows the links. A
-//! slot read while its predecessor is still queued, with the tag the walk
-//! saw, belongs to that predecessor's successor: the advance releases a
-//! record's hold only when it passes the next one, and frees a slot only
-//! after it has passed it. So each step reads the successor's fields, then
+//! successor), or at the queue's `first` link before any pass, and follows
+//! the links. A slot read while its predecessor is still queued, with the
+//! tag the walk saw, belongs to that predecessor's successor: the advance
+//! releases a record's hold no sooner than it passes the next one, and
+//! frees a slot only after it has passed it. So each step reads the successor's fields, then
 //! checks that the predecessor is still queued; if not (the watermark moved
 //! past it), the walk starts again from the new `last`. Before the first
 //! pass the check is that `last` is still 0: the advancer publishes the
