@@ -17,7 +17,7 @@
 //! anything or while a guard can back the chunk out; see [`Chunk`] and
 //! [`Resolving`].
 
-use crate::generation::{entered_at, entered_from, Generation, SHARDS};
+use crate::generation::{entered_at, entered_from, Generation, Installed, SHARDS};
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
@@ -237,9 +237,13 @@ where
         }
         // Nothing below can fail or run user code but the wakers at the end.
         let mut chunk = std::mem::ManuallyDrop::new(chunk);
-        if let Some(displaced) = generation.install(number, last) {
+        match generation.install(number, last, life) {
+            Installed::First => {}
             // As in `send`: frees the displaced record's slot if resolved.
-            self.slots.release(displaced, HELD);
+            Installed::Displaced(displaced) => self.slots.release(displaced, HELD),
+            // As in `send`: the chunk is of an ended life, and releases
+            // itself below.
+            Installed::Outranked => self.slots.unhold_prepared(chunk.slot(n - 1), HELD),
         }
         for i in 0..n {
             let (index, tag) = chunk.records[i];

@@ -11,7 +11,8 @@
 //! `oldest` through the one its `begin_flush` sealed (`upto`). Whenever the
 //! oldest covered generation has no live records left, `wait` folds it: each
 //! of its partition cells moves into the carry (the carry's older slot for
-//! that partition is released: the newer generation wins), its failure count
+//! that partition is released: the newer generation wins, unless its record
+//! is of an older life of the partition than the carry's, see `fold`), its failure count
 //! is added, `oldest` moves to the next generation, and the generation is
 //! handed to the epoch collector. The chain therefore only ever holds
 //! generations that still have records in flight (plus the open one), and
@@ -454,12 +455,31 @@ impl<P, O> fmt::Debug for OwnedFlush<P, O> {
 
 fn fold<P, O>(carry: &mut Carry, generation: &Generation, tracker: &Tracker<P, O>) {
     let slots = &tracker.slots;
-    generation.for_each_cell(|partition, slot| {
+    generation.for_each_cell(|partition, slot, life| {
         if carry.slots.len() <= partition {
             carry.slots.resize(partition + 1, 0);
         }
-        let older = std::mem::replace(&mut carry.slots[partition], slot + 1);
-        if let Some(older) = older.checked_sub(1) {
+        // The newer generation's record wins, unless it is of an older life
+        // of its partition than the carry's: a send that raced a revoke
+        // entered this generation after a send of the new life entered an
+        // older one. Its life ended without it, so it is dropped and the
+        // new life's record stays. Both slots are held (by the carry and by
+        // the drained cell), so their lives are theirs.
+        // Mutant `stale_displaces_new` (loom suite only) skips this check
+        // too.
+        let kept = carry.slots[partition].checked_sub(1);
+        #[cfg(not(inflight_mutant = "stale_displaces_new"))]
+        if let Some(kept) = kept {
+            if crate::watermark::newer(slots.slot_of(kept).life(), life) {
+                // No user code: the offset is dropped at the slot's reuse.
+                slots.release(slot, HELD);
+                return;
+            }
+        }
+        #[cfg(inflight_mutant = "stale_displaces_new")]
+        let _ = life;
+        carry.slots[partition] = slot + 1;
+        if let Some(older) = kept {
             // No user code: the offset is dropped at the slot's reuse.
             slots.release(older, HELD);
         }

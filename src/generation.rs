@@ -60,8 +60,11 @@
 //! # Partition cells
 //!
 //! For each partition with a record in the generation, a cell holds the slot
-//! index of the partition's latest record, `slot + 1`, 0 when empty. A send
-//! swaps itself in and drops the hold on the record it displaced, so each
+//! index of the partition's latest record, `slot + 1`, 0 when empty, with
+//! the partition's life that record was sent in. A send CASes itself in
+//! and drops the hold on the record it displaced, unless the cell holds a
+//! record of a newer life (a send that raced a revoke never displaces the
+//! new life's record: see "A send of an ended life" in `revoke`), so each
 //! generation holds at most one slot per partition: the one whose offset a
 //! flush will return. Sends ordered by happens-before swap in that order;
 //! concurrent sends of one partition have no order of their own, and
@@ -485,35 +488,97 @@ impl Generation {
         }
     }
 
-    /// Makes `slot` its partition's latest record and returns the slot it
-    /// displaced, if any, whose hold passes to the caller. The caller's
-    /// record is in this generation and unresolved, so the generation cannot
-    /// be folded meanwhile.
+    /// Makes `slot`, a record of its partition's life `life`, the
+    /// partition's latest record in this generation, unless the cell holds
+    /// a record of a newer life (the caller's send raced a revoke and a
+    /// send of the new life came first: see [`Installed::Outranked`]).
+    /// The caller's record is in this generation and unresolved, so the
+    /// generation cannot be folded meanwhile.
     #[inline]
-    pub(crate) fn install(&self, partition: usize, slot: usize) -> Option<usize> {
+    pub(crate) fn install(&self, partition: usize, slot: usize, life: u32) -> Installed {
         debug_assert!(partition < MAX_PARTITIONS);
+        debug_assert!((slot as u64) < u64::from(u32::MAX));
         let cell = self
             .cells
             .get_or_alloc(cell_index(partition), || AtomicU64::new(0));
-        // AcqRel: Release publishes our slot's prepared state to whoever
-        // displaces it or folds the cell; Acquire takes over the hold of the
-        // slot we displace.
-        let displaced = cell.swap(slot as u64 + 1, Ordering::AcqRel);
-        displaced.checked_sub(1).map(|slot| slot as usize)
+        let mine = cell_word(slot, life);
+        // Relaxed: a first guess; the CAS below decides, and its Acquire
+        // (on success or failure) is what orders what we then read.
+        let mut current = cell.load(Ordering::Relaxed);
+        loop {
+            // Mutant `stale_displaces_new` (loom suite only): an older
+            // life's record displaces a newer one's, whose offset a flush
+            // then never reports.
+            #[cfg(not(inflight_mutant = "stale_displaces_new"))]
+            if current != 0 && crate::watermark::newer(cell_life(current), life) {
+                // Acquire: the newer record's sender read the bumped life
+                // before its Release install, so our re-load of the life
+                // after this sees the bump too (the send then releases its
+                // record as a late one).
+                crate::sync::fence(Ordering::Acquire);
+                return Installed::Outranked;
+            }
+            // AcqRel: Release publishes our slot's prepared state to whoever
+            // displaces it or folds the cell; Acquire takes over the hold of
+            // the slot we displace, and sees a newer life's install.
+            match cell.compare_exchange_weak(current, mine, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    return match cell_slot(current) {
+                        Some(displaced) => Installed::Displaced(displaced),
+                        None => Installed::First,
+                    }
+                }
+                Err(seen) => current = seen,
+            }
+        }
     }
 
     /// Calls `f(partition, slot)` for every cell that holds a record. Only
     /// for a drained generation, whose cells are final.
-    pub(crate) fn for_each_cell(&self, mut f: impl FnMut(usize, usize)) {
+    pub(crate) fn for_each_cell(&self, mut f: impl FnMut(usize, usize, u32)) {
         self.cells.for_each(|index, cell| {
             // Relaxed: the caller's Acquire read of `pending` == 0 ordered
             // every install before this read.
             let value = cell.load(Ordering::Relaxed);
-            if value != 0 {
-                f(partition_of_cell(index), value as usize - 1);
+            if let Some(slot) = cell_slot(value) {
+                f(partition_of_cell(index), slot, cell_life(value));
             }
         });
     }
+}
+
+/// What [`Generation::install`] did with a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Installed {
+    /// The cell was empty: the record is the partition's first here.
+    First,
+    /// The record displaced this slot's, whose `HELD` hold passes to the
+    /// caller.
+    Displaced(usize),
+    /// The cell holds a record of a newer life of the partition: the
+    /// caller's record is of an ended life, and stays out of the cell
+    /// (its `HELD` hold is the caller's to drop). Its send then finds the
+    /// life moved on and releases it.
+    Outranked,
+}
+
+/// A cell's word: the life of the record's partition in the high half,
+/// `slot + 1` in the low half (0 for an empty cell). The life rides along
+/// so that an install can compare lives without reading a slot that may be
+/// moving on.
+#[inline]
+fn cell_word(slot: usize, life: u32) -> u64 {
+    (u64::from(life) << 32) | (slot as u64 + 1)
+}
+
+#[inline]
+fn cell_slot(word: u64) -> Option<usize> {
+    ((word & 0xffff_ffff) as usize).checked_sub(1)
+}
+
+#[inline]
+fn cell_life(word: u64) -> u32 {
+    (word >> 32) as u32
 }
 
 /// One entry of a generation's failure list.
@@ -621,12 +686,28 @@ mod tests {
     #[test]
     fn cells_keep_the_latest_install() {
         let g = Generation::new(0, std::ptr::null());
-        assert_eq!(g.install(3, 10), None);
-        assert_eq!(g.install(3, 11), Some(10));
-        assert_eq!(g.install(100, 13), None);
+        assert_eq!(g.install(3, 10, 0), Installed::First);
+        assert_eq!(g.install(3, 11, 0), Installed::Displaced(10));
+        assert_eq!(g.install(100, 13, 0), Installed::First);
         let mut seen = Vec::new();
-        g.for_each_cell(|p, s| seen.push((p, s)));
+        g.for_each_cell(|p, s, l| seen.push((p, s, l)));
         seen.sort_unstable();
-        assert_eq!(seen, vec![(3, 11), (100, 13)]);
+        assert_eq!(seen, vec![(3, 11, 0), (100, 13, 0)]);
+    }
+
+    #[test]
+    fn an_older_life_never_displaces_a_newer_one() {
+        let g = Generation::new(0, std::ptr::null());
+        assert_eq!(g.install(3, 10, 5), Installed::First);
+        assert_eq!(g.install(3, 11, 4), Installed::Outranked, "stale");
+        assert_eq!(g.install(3, 12, 5), Installed::Displaced(10), "same life");
+        assert_eq!(g.install(3, 13, 6), Installed::Displaced(12), "newer life");
+        // Lives compare as serial numbers: u32::MAX is older than 0.
+        assert_eq!(g.install(7, 20, 0), Installed::First);
+        assert_eq!(g.install(7, 21, u32::MAX), Installed::Outranked);
+        let mut seen = Vec::new();
+        g.for_each_cell(|p, s, l| seen.push((p, s, l)));
+        seen.sort_unstable();
+        assert_eq!(seen, vec![(3, 13, 6), (7, 20, 0)]);
     }
 }

@@ -31,6 +31,36 @@
 //! prepare's swap where a store would do otherwise: not measurable beside
 //! the send's other locked steps (IMPLEMENTATION.md).
 //!
+//! # A send of an ended life
+//!
+//! A send that read the life before a revoke bumped it may still be on its
+//! way when a send of the new life comes: it acts on the partition's
+//! shared state only where the new life's records cannot be hurt, and
+//! otherwise steps aside before anyone can see it:
+//!
+//! - **The generation's cell.** The cell word carries the life with the
+//!   slot, and an install is a CAS that never replaces a record of a newer
+//!   life: the stale record stays out (and drops its `HELD` hold). A flush
+//!   folding generations keeps the carry's record when the cell's is of an
+//!   older life (the stale record entered a later generation than the new
+//!   life's, a seal falling between the two sends).
+//! - **The progress queue.** The checked link refuses to queue behind a
+//!   record of a newer life: the send backs out (nothing was published) and
+//!   starts again, reading the new life, so its order and budget are
+//!   decided against that life's records, and the next send of the new life
+//!   never takes a stale record for its predecessor. Lives along a progress
+//!   queue never go back.
+//! - **The plain watermark queue** links with a swap, which cannot refuse;
+//!   a stale record there is passed by the advance without being marked
+//!   (it is older than the newest life passed), so it reports nothing.
+//!
+//! Either the stale send was first at the shared word (and a newer record
+//! displaces or follows it as usual), or the newer one was first, and the
+//! stale send, having read the newer record's word with Acquire, sees the
+//! bumped life in its re-check and releases itself. Loom models
+//! `stale_send_vs_revoke_and_new_send*` check both cells and the queue
+//! (mutants `stale_displaces_new`, `stale_links_behind_new`).
+//!
 //! Nothing of an ended life is reported afterwards: a flush skips offsets
 //! and failures of older lives (the carry and each generation keep the
 //! life of every retained offset and failure), and a watermark passes
@@ -369,11 +399,13 @@ where
             number,
             records: Vec::new(),
             target: None,
+            tail: 0,
         };
         match &self.watermarks {
             Some(watermarks) => {
                 watermarks.watch(number, true);
                 watch.target = Some(watermarks.sent(number));
+                watch.tail = watermarks.last_queued(number);
             }
             None => {
                 self.slots
@@ -397,13 +429,25 @@ struct Watch<'t, P, O> {
     number: usize,
     records: Vec<(usize, u64)>,
     target: Option<u64>,
+    /// On a progress tracker, the record last queued at the call (see
+    /// `Watermarks::last_queued`): the watermark must pass it too.
+    tail: u64,
 }
 
 impl<P, O> Watch<'_, P, O> {
     /// How many of the watched records are still pending.
     fn pending(&self, tracker: &Tracker<P, O>) -> usize {
         match (self.target, &tracker.watermarks) {
-            (Some(target), Some(watermarks)) => watermarks.short_of(self.number, target) as usize,
+            (Some(target), Some(watermarks)) => {
+                match watermarks.short_of(self.number, target) as usize {
+                    // Every counted record passed; one sent before the call
+                    // may not have counted itself yet (see `last_queued`).
+                    0 => {
+                        usize::from(!watermarks.has_passed(&tracker.slots, self.number, self.tail))
+                    }
+                    short => short,
+                }
+            }
             _ => self
                 .records
                 .iter()

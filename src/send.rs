@@ -6,7 +6,7 @@
 //! code). See "Generations, count shards and the seal" and "User code and
 //! panics" in [`crate::implementation`].
 
-use crate::generation::{entered_at, Entry, Generation, SHARDS};
+use crate::generation::{entered_at, Entry, Generation, Installed, SHARDS};
 use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
 use crate::slab::{Slot, HELD, QUEUE_HOLDS};
@@ -138,7 +138,14 @@ where
             return Err(SendError::Closed(partition, offset));
         }
         if let Some(seq) = seq {
-            return self.send_in_order(partition, number, lifecycle, undo, (tag, seq, life));
+            return self.send_in_order(
+                partition,
+                number,
+                lifecycle,
+                undo,
+                (tag, seq, life),
+                no_permit,
+            );
         }
         drop(partition); // user code: `undo` backs out if it panics
         std::mem::forget(undo);
@@ -165,10 +172,15 @@ where
         (tag, life): (u32, u32),
         lifecycle: &Lifecycle,
     ) -> Ticket {
-        if let Some(displaced) = generation.install(number, index) {
+        match generation.install(number, index, life) {
+            Installed::First => {}
             // Frees the displaced record's slot if it was resolved; its
             // offset is dropped at the slot's reuse, not here.
-            self.slots.release(displaced, HELD);
+            Installed::Displaced(displaced) => self.slots.release(displaced, HELD),
+            // A record of the partition's new life holds the cell: ours is
+            // of the ended life, and releases itself below (the install
+            // acquired the bump). Not published yet: the hold is ours alone.
+            Installed::Outranked => self.slots.unhold_prepared(slot, HELD),
         }
         self.slots.publish(slot);
         // A revoke of the partition that began after we read its life: if
@@ -205,6 +217,7 @@ where
         lifecycle: &Lifecycle,
         undo: Undo<'_, P, O>,
         (tag, seq, life): (u32, u64, u32),
+        no_permit: &mut bool,
     ) -> Result<Ticket, SendError<P, O>> {
         let (index, slot) = (undo.index, undo.slot);
         let Some((shard, generation)) = undo.entered else {
@@ -227,10 +240,16 @@ where
         );
         if let Err(refusal) = linked {
             let offset = undo.take_back();
-            return Err(match refusal {
-                Refusal::OutOfOrder => SendError::OutOfOrder(partition, offset),
-                Refusal::OverBudget => SendError::Full(partition, offset),
-            });
+            return match refusal {
+                Refusal::OutOfOrder => Err(SendError::OutOfOrder(partition, offset)),
+                Refusal::OverBudget => Err(SendError::Full(partition, offset)),
+                // The partition was revoked since we read its life, and the
+                // new life has queued records: nothing of ours was seen, so
+                // the send starts again, in the new life, where its order
+                // and budget are decided against that life's records. Each
+                // retry follows a revoke that another thread completed.
+                Refusal::Stale => self.send_noting(partition, offset, no_permit),
+            };
         }
         std::mem::forget(undo);
         let ticket =

@@ -102,6 +102,9 @@ pub(crate) struct Walk {
 pub(crate) enum Refusal {
     OutOfOrder,
     OverBudget,
+    /// The partition's life moved on since the send read it: a record of
+    /// the newer life is queued. The send starts again, in the new life.
+    Stale,
 }
 
 /// Why the budget check did not accept a record.
@@ -274,14 +277,23 @@ impl Watermarks {
         let mut tail = queue.tail.load(Ordering::Acquire);
         loop {
             let previous = tail_node(tail);
-            // The record we would follow, if of our life: its position.
-            let before = (previous != 0)
-                .then(|| {
-                    let slot = slots.slot_of(index_of(previous));
-                    (slot.life() == life).then(|| seq_of(seqs, index_of(previous)))
-                })
-                .flatten();
+            // The life of the record we would follow (it is the tail, so its
+            // slot is held and cannot move on), and its position if it is of
+            // our life.
+            let previous_life = (previous != 0).then(|| slots.slot_of(index_of(previous)).life());
+            let before = previous_life
+                .filter(|&previous_life| previous_life == life)
+                .map(|_| seq_of(seqs, index_of(previous)));
             let decision = match before {
+                // A record of a newer life is queued: our send raced a revoke
+                // of the partition, and must not queue behind the new life's
+                // records, where the next send of the new life would take it
+                // for its predecessor and skip its order and budget checks.
+                // Mutant `stale_links_behind_new` (loom suite only): it does.
+                #[cfg(not(inflight_mutant = "stale_links_behind_new"))]
+                _ if previous_life.is_some_and(|previous| newer(previous, life)) => {
+                    Err(Undecided::Refused(Refusal::Stale))
+                }
                 // Mutant `unordered_link` (loom suite only): no order check,
                 // so a lower offset may queue behind a higher one.
                 #[cfg(not(inflight_mutant = "unordered_link"))]
@@ -384,6 +396,54 @@ impl Watermarks {
             return Err(Undecided::Again);
         }
         budget::check(&walk.records, seq, max).ok_or(Undecided::Refused(Refusal::OverBudget))
+    }
+
+    /// The record last queued in `partition`, as a tail word without credit
+    /// (its node and tag), 0 for none or on a tracker without progress.
+    /// With `sent`, what a `drain_partition` waits for: on a progress
+    /// tracker a send counts itself in `sent` only after its link CAS, so
+    /// two senders may count in the other order than they queued, and a
+    /// record sent before the drain may be missing from the count while a
+    /// later one is in it. The tail the drain reads is at or after every
+    /// record sent before it, and the watermark passes records in queue
+    /// order.
+    pub(crate) fn last_queued(&self, partition: usize) -> u64 {
+        if self.seqs.is_none() {
+            return 0;
+        }
+        self.queues.get(partition).map_or(0, |queue| {
+            // Acquire: a send that returned before the caller's call
+            // happened before this load, so its link CAS is this value or
+            // one before it.
+            let tail = queue.tail.load(Ordering::Acquire);
+            tail_word(tail_node(tail), tail_tag(tail), 0)
+        })
+    }
+
+    /// Whether the watermark has passed `record` (from
+    /// [`last_queued`](Self::last_queued); 0 has nothing to pass). Call
+    /// after [`short_of`](Self::short_of), whose read-modify-write of
+    /// `work` orders this read against the advancer's, as for the count.
+    pub(crate) fn has_passed<O>(&self, slots: &Slab<O>, partition: usize, record: u64) -> bool {
+        // Mutant `sent_after_link` (loom suite only): the drain trusts
+        // `sent` alone, which a racing sender may not have counted yet.
+        if cfg!(inflight_mutant = "sent_after_link") || record == 0 {
+            return true;
+        }
+        let Some(queue) = self.queues.get(partition) else {
+            return true;
+        };
+        // Acquire: pairs with the advancer's Release store; the head it
+        // names was passed.
+        let last = queue.last.load(Ordering::Acquire);
+        if tail_word(tail_node(last), tail_tag(last), 0) == record {
+            return true;
+        }
+        // Acquire (inside `state`): a hold released before. The advancer
+        // drops a record's `QUEUED` hold only once it has passed it (and
+        // the slot takes a new tag only after that), so either says so.
+        let state = slots.slot_of(index_of(tail_node(record))).state();
+        tag(state) != tail_tag(record) || state & QUEUED == 0
     }
 
     /// Swaps in the fingerprint of the progress about to be reported for
