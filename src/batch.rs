@@ -374,7 +374,8 @@ where
                 Ok(resolved) => resolved,
                 Err(e) => {
                     refused += 1;
-                    first.get_or_insert(e);
+                    // Typed tickets, as `ack` answers them.
+                    first.get_or_insert(crate::resolve::typed(e));
                     continue;
                 }
             };

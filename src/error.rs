@@ -103,9 +103,13 @@ pub enum ResolveError {
     ForeignTracker,
     /// The ticket's record was released by
     /// [`Tracker::revoke`](crate::Tracker::revoke) of its partition: it is
-    /// no longer in flight, and resolving it changes nothing. Reported
-    /// until the record's slot is reused, which revoked slots are last;
-    /// after that, `AlreadyResolved`.
+    /// no longer in flight, and resolving it changes nothing. A typed
+    /// [`Ticket`](crate::Ticket) (move-only, so never resolved any other
+    /// way) answers this for as long as it is held, however often its slot
+    /// was reused since. A raw ticket answers it until the record's slot is
+    /// reused (revoked slots are reused last, and the slot remembers the
+    /// revoked tag until its next record is marked by a watermark); after
+    /// that, `AlreadyResolved`, which then means "resolved or released".
     Revoked,
 }
 

@@ -30,7 +30,7 @@ where
     /// assert_eq!(tracker.in_flight(), 0);
     /// ```
     pub fn ack(&self, ticket: Ticket) -> Result<(), ResolveError> {
-        self.resolve(ticket.into_raw(), Outcome::Ack)
+        self.resolve(ticket.into_raw(), Outcome::Ack).map_err(typed)
     }
 
     /// Marks the ticket's record as failed for good. Every barrier flush that
@@ -48,6 +48,7 @@ where
     /// ```
     pub fn fail(&self, ticket: Ticket) -> Result<(), ResolveError> {
         self.resolve(ticket.into_raw(), Outcome::Fail)
+            .map_err(typed)
     }
 
     /// [`ack`](Self::ack) for a ticket turned into an integer by
@@ -126,6 +127,23 @@ where
         };
         self.wake(drained || failed || resolved.watched, room);
         Ok(())
+    }
+}
+
+/// What a typed [`Ticket`]'s resolution answers for what its raw form's
+/// would: a `Ticket` is move-only and has no `from_raw`, so one held by the
+/// caller was never resolved, and a slot that moved past its tag (the
+/// slot issued it: `AlreadyResolved`) was released by a revoke of its
+/// partition and reused since. It answers `Revoked` for as long as it
+/// lives, however often the slot was reused (a raw ticket may answer
+/// `AlreadyResolved` once its slot is reused).
+pub(crate) fn typed(error: ResolveError) -> ResolveError {
+    match error {
+        // Mutant `revoked_reuse` (loom suite only): a revoked typed ticket
+        // answers `AlreadyResolved` once its slot was reused.
+        #[cfg(not(inflight_mutant = "revoked_reuse"))]
+        ResolveError::AlreadyResolved => ResolveError::Revoked,
+        other => other,
     }
 }
 

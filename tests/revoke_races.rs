@@ -317,3 +317,42 @@ impl<A, B> MapSecond<A, B> for (A, B) {
         (self.0, f(self.1))
     }
 }
+
+/// A typed ticket of a revoked partition answers `Revoked` however long it
+/// is held and however often its slot was reused (issue: revoked tickets
+/// turned into double acks once the slot was reused). Raw tickets may
+/// answer `AlreadyResolved` after the reuse.
+#[test]
+fn a_revoked_typed_ticket_answers_revoked_after_its_slot_is_reused() {
+    for watermarks in [false, true] {
+        let tracker: Tracker<&'static str, u64> = if watermarks {
+            Tracker::builder().watermarks().build()
+        } else {
+            Tracker::new()
+        };
+        let held = tracker.send("p", 1).unwrap();
+        let raw = tracker.send("p", 2).unwrap().into_raw();
+        assert_eq!(tracker.revoke("p").released, 2);
+        // The first record's slot is free now, in the quarantine, which
+        // `alloc` takes from once 1,024 fresh slots are in use and no other
+        // slot is free: so enough records in flight reuse it. Revoking them
+        // then makes the slot forget the first record's tag.
+        let many: Vec<Ticket> = (0..1_100).map(|i| tracker.send("q", i).unwrap()).collect();
+        assert_eq!(tracker.revoke("q").released, 1_100);
+        assert_eq!(
+            tracker.ack_raw(raw),
+            Err(inflight::ResolveError::Revoked),
+            "the second record's slot is still held (cell or queue), not reused"
+        );
+        assert_eq!(
+            tracker.ack(held),
+            Err(inflight::ResolveError::Revoked),
+            "watermarks: {watermarks}"
+        );
+        let err = tracker.ack_all(many).unwrap_err();
+        assert_eq!(
+            (err.resolved, err.refused, err.first),
+            (0, 1_100, inflight::ResolveError::Revoked)
+        );
+    }
+}

@@ -153,3 +153,31 @@ fn drain_partition_vs_concurrent_send_on_a_progress_tracker() {
         },
     );
 }
+
+/// R5. A typed ticket of partition p is acked on another thread while p
+/// is revoked, restarted (its new life's record passes the released one,
+/// which frees its slot) and the slot is reused by a record of q that is
+/// acked and marked (which ends the slot's memory of the revoked tag). The
+/// ack is delivered (`Ok`, it won the race) or answers `Revoked`, never
+/// `AlreadyResolved`: a typed ticket is never resolved twice. Mutant
+/// `revoked_reuse` (a typed ticket answers as a raw one) is caught here.
+#[test]
+fn revoked_typed_ticket_vs_slot_reuse() {
+    run_model("revoked_typed_ticket_vs_slot_reuse", || {
+        let tracker: Arc<T> = common::watermarked();
+        let ticket = tracker.send("p", off(1)).unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack(ticket));
+        let _ = tracker.revoke("p");
+        let restart = tracker.send("p", off(2)).unwrap();
+        tracker.ack(restart).unwrap();
+        let reuse = tracker.send("q", off(3)).unwrap();
+        tracker.ack(reuse).unwrap();
+        let _ = tracker.committable();
+        let acked = acker.join().unwrap();
+        assert!(
+            matches!(acked, Ok(()) | Err(ResolveError::Revoked)),
+            "{acked:?}"
+        );
+    });
+}
