@@ -369,11 +369,19 @@ where
             number,
             records: Vec::new(),
             target: None,
+            counted: false,
         };
         match &self.watermarks {
             Some(watermarks) => {
-                watermarks.watch(number, true);
-                watch.target = Some(watermarks.sent(number));
+                // No queue yet: no record of the partition was sent before
+                // the call (a send queues its record before it returns), so
+                // there is nothing to wait for, and nothing was counted.
+                watch.counted = watermarks.watch(number);
+                watch.target = Some(if watch.counted {
+                    watermarks.sent(number)
+                } else {
+                    0
+                });
             }
             None => {
                 self.slots
@@ -397,6 +405,10 @@ struct Watch<'t, P, O> {
     number: usize,
     records: Vec<(usize, u64)>,
     target: Option<u64>,
+    /// Whether the watch counts in its queue's `watchers`: the drop
+    /// uncounts it on exactly that condition, not on the queue existing
+    /// then.
+    counted: bool,
 }
 
 impl<P, O> Watch<'_, P, O> {
@@ -415,8 +427,8 @@ impl<P, O> Watch<'_, P, O> {
 
 impl<P, O> Drop for Watch<'_, P, O> {
     fn drop(&mut self) {
-        if let (Some(_), Some(watermarks)) = (self.target, &self.tracker.watermarks) {
-            watermarks.watch(self.number, false);
+        if let (true, Some(watermarks)) = (self.counted, &self.tracker.watermarks) {
+            watermarks.unwatch(self.number);
         }
     }
 }

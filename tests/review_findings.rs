@@ -1,0 +1,60 @@
+//! Regression tests for the findings of issue #25 fixed on this branch (2,
+//! 6, 7, 8, 10 and 11), one or more each, named after what they pin. Each
+//! makes its race deterministic with user code that panics on demand (the
+//! fixtures of `panicky`) or needs none; no sleeps, no timing.
+
+use inflight::{SendError, Tracker};
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+mod panicky;
+use panicky::*;
+
+// ---- 2: a watch counts and uncounts itself on one condition ------------------
+
+/// Item 2. A `drain_partition_async` called while its partition has a
+/// number but no watermark queue yet (its sends were all refused) watches
+/// nothing and counts nothing; the queue appears before the future is
+/// dropped. The drop must not uncount what was never counted (the count
+/// wrapped to `u32::MAX`, and the next watch of the partition, counted
+/// back to 0, was never woken).
+#[test]
+fn a_drain_partition_watch_started_before_the_queue_existed_uncounts_nothing() {
+    quiet_planned_panics();
+    let tracker = Tracker::builder().watermarks().capacity(1).build();
+    let held = tracker.send(0_u32, 0_u64).unwrap(); // queue page of 0..16
+    // Partitions 1..=16 are numbered by refused sends: 16 is on the
+    // second queue page, which no send has allocated.
+    for partition in 1..=16_u32 {
+        assert!(matches!(
+            tracker.send(partition, 0),
+            Err(SendError::Full(..))
+        ));
+    }
+    let early = tracker.drain_partition_async(&16);
+    tracker.ack(held).unwrap();
+    let record = tracker.send(16, 1).unwrap(); // allocates the queue page
+    drop(early);
+    // A watch of 16 now must be woken by the ack that drains it.
+    let (woken, waker) = test_waker(false, false);
+    let mut draining = pin!(tracker.drain_partition_async(&16));
+    assert!(poll_with(draining.as_mut(), &waker).is_pending());
+    tracker.ack(record).unwrap();
+    assert!(
+        woken.woken.load(Ordering::SeqCst) > 0,
+        "the ack that drained the partition woke its watcher"
+    );
+    assert!(matches!(
+        poll_with(draining.as_mut(), &waker),
+        Poll::Ready(Ok(()))
+    ));
+    // The blocking form: the partition is drained, so it returns at once.
+    tracker
+        .drain_partition(&16, Duration::ZERO)
+        .expect("drained");
+}
