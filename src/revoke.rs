@@ -183,8 +183,13 @@ where
         // Records whose own sends released them, having raced this revoke
         // (or an earlier one): counted here, once. AcqRel: as there.
         released += lifecycle.released_late.swap(0, Ordering::AcqRel) as usize;
-        let committable = self.take_ended(number as usize, life);
+        // The wakes we owe, before any user code: every waiter is woken
+        // even if a waker panics, and then the ended life's mark is still
+        // where `committable()` (or the next revoke) finds it, since the
+        // partition is not settled yet. Then the mark's `Clone` (user
+        // code), last, behind `PutBack`.
         self.wake(wakes, room);
+        let committable = self.take_ended(number as usize, life);
         Revoked {
             released,
             committable,

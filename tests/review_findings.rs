@@ -58,3 +58,72 @@ fn a_drain_partition_watch_started_before_the_queue_existed_uncounts_nothing() {
         .drain_partition(&16, Duration::ZERO)
         .expect("drained");
 }
+
+// ---- 6, 7: revoke wakes before user code, and a wake cannot lose the mark ----
+
+/// Item 6. `revoke` owes the wake of a drain waiting for the record it
+/// releases; the ended life's mark's `Clone` (user code) panics. The
+/// wake is delivered first, and the mark goes back for `committable()`.
+#[test]
+fn revoke_wakes_its_waiters_before_a_panicking_clone_of_the_mark() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    let a = send(&tracker, 0, 1);
+    let b = send(&tracker, 0, 2);
+    tracker.ack(a).unwrap(); // a is the untaken mark; b is in flight
+    let (woken, waker) = test_waker(false, false);
+    {
+        let mut drain = pin!(tracker.drain_async());
+        assert!(poll_with(drain.as_mut(), &waker).is_pending());
+        arm(Act::Clone, 1);
+        expect_planned_panic("revoke (clone of the mark)", || {
+            tracker.revoke(&Key::new(K))
+        });
+        assert!(
+            woken.woken.load(Ordering::SeqCst) > 0,
+            "the drain the revoke drained was woken"
+        );
+        assert!(matches!(
+            poll_with(drain.as_mut(), &waker),
+            Poll::Ready(Ok(()))
+        ));
+    }
+    assert_eq!(tracker.ack(b), Err(inflight::ResolveError::Revoked));
+    assert_eq!(ids(&tracker.committable()), vec![(0, 1)], "the mark went back");
+    assert_usable(&tracker, 3);
+    assert_all_dropped(tracker);
+}
+
+/// Item 7. `revoke` releases the record a task's drain waits for, and the
+/// task's waker panics: the revoke's caller gets the panic, not the
+/// `Revoked`, so the ended life's last advance must stay where
+/// `committable()` finds it (it was handed over inside the lost `Revoked`).
+#[test]
+fn a_panicking_waker_in_revoke_loses_no_advance() {
+    let tracker: T = Tracker::builder().watermarks().build();
+    let a = send(&tracker, 0, 1);
+    let b = send(&tracker, 0, 2);
+    tracker.ack(a).unwrap();
+    let (woken, waker) = test_waker(true, false);
+    {
+        let mut drain = pin!(tracker.drain_async());
+        assert!(poll_with(drain.as_mut(), &waker).is_pending());
+        let revoke = catch_unwind(AssertUnwindSafe(|| tracker.revoke(&Key::new(K))));
+        assert!(revoke.is_err(), "the waker's panic reaches the caller");
+        assert!(woken.woken.load(Ordering::SeqCst) > 0);
+        let (_, calm) = test_waker(false, false);
+        assert!(matches!(
+            poll_with(drain.as_mut(), &calm),
+            Poll::Ready(Ok(()))
+        ));
+    }
+    assert_eq!(tracker.ack(b), Err(inflight::ResolveError::Revoked));
+    assert_eq!(
+        ids(&tracker.committable()),
+        vec![(0, 1)],
+        "the ended life's last advance"
+    );
+    let again = tracker.revoke(&Key::new(K));
+    assert_eq!((again.released, again.committable.map(|o| o.id)), (0, None));
+    assert_usable(&tracker, 3);
+    assert_all_dropped(tracker);
+}
