@@ -127,3 +127,102 @@ fn a_panicking_waker_in_revoke_loses_no_advance() {
     assert_usable(&tracker, 3);
     assert_all_dropped(tracker);
 }
+
+// ---- 10: a waiting sender's registration goes with it ------------------------
+
+/// A key whose `Hash` panics at a chosen call (counted over all its
+/// clones).
+#[derive(Debug, Clone)]
+struct Countdown {
+    id: u32,
+    hashes_left: Arc<AtomicUsize>,
+}
+
+impl Countdown {
+    fn new(id: u32, hashes: usize) -> Self {
+        Self {
+            id,
+            hashes_left: Arc::new(AtomicUsize::new(hashes)),
+        }
+    }
+
+    fn hashes(&self) -> usize {
+        usize::MAX - self.hashes_left.load(Ordering::SeqCst)
+    }
+}
+
+impl Hash for Countdown {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        if self.hashes_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            panic!("{PLANNED}: hash of {}", self.id);
+        }
+        self.id.hash(state);
+    }
+}
+
+impl PartialEq for Countdown {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Countdown {}
+
+/// Item 10. `send_timeout` on a full tracker registers to wait for room
+/// and sends again; the key's `Hash` panics in that retry. The
+/// registration goes with the unwinding call (20,000 leaked ones made
+/// every wake-up walk them).
+#[test]
+fn send_timeout_unregisters_when_a_retry_panics() {
+    quiet_planned_panics();
+    let tracker: Tracker<Countdown, u64> = Tracker::builder().capacity(1).build();
+    let held = tracker.send(Countdown::new(0, usize::MAX), 0).unwrap();
+    // How many hashes one refused attempt takes.
+    let probe = Countdown::new(0, usize::MAX);
+    assert!(matches!(
+        tracker.send(probe.clone(), 1),
+        Err(SendError::Full(..))
+    ));
+    let per_attempt = probe.hashes();
+    // The first attempt is refused and registers; the retry panics.
+    let key = Countdown::new(0, per_attempt + 1);
+    let sent = catch_unwind(AssertUnwindSafe(|| {
+        tracker.send_timeout(key, 2, FOREVER)
+    }));
+    assert!(sent.is_err(), "the retry's hash panicked");
+    assert_eq!(tracker.stats().waiting_senders, 0, "a registration leaked");
+    tracker.ack(held).unwrap();
+    let ticket = tracker
+        .send_timeout(Countdown::new(0, usize::MAX), 3, FOREVER)
+        .unwrap();
+    assert_eq!(tracker.stats().waiting_senders, 0);
+    tracker.ack(ticket).unwrap();
+}
+
+/// Item 10's class in `send_async`: a poll whose retry panics leaves the
+/// future's registration to its drop, which removes it.
+#[test]
+fn send_async_unregisters_when_a_retry_panics() {
+    quiet_planned_panics();
+    let tracker: Tracker<Countdown, u64> = Tracker::builder().capacity(1).build();
+    let held = tracker.send(Countdown::new(0, usize::MAX), 0).unwrap();
+    let probe = Countdown::new(0, usize::MAX);
+    assert!(matches!(
+        tracker.send(probe.clone(), 1),
+        Err(SendError::Full(..))
+    ));
+    let per_attempt = probe.hashes();
+    // Pending after one attempt (registered), then a poll whose retry
+    // panics.
+    let (_, waker) = test_waker(false, false);
+    let key = Countdown::new(0, per_attempt + 1);
+    {
+        let mut sending = pin!(tracker.send_async(key, 2));
+        assert!(poll_with(sending.as_mut(), &waker).is_pending());
+        assert_eq!(tracker.stats().waiting_senders, 1);
+        let polled = catch_unwind(AssertUnwindSafe(|| poll_with(sending.as_mut(), &waker)));
+        assert!(polled.is_err(), "the retry's hash panicked");
+    }
+    assert_eq!(tracker.stats().waiting_senders, 0, "a registration leaked");
+    tracker.ack(held).unwrap();
+}
