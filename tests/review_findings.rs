@@ -226,3 +226,28 @@ fn send_async_unregisters_when_a_retry_panics() {
     assert_eq!(tracker.stats().waiting_senders, 0, "a registration leaked");
     tracker.ack(held).unwrap();
 }
+
+// ---- 11: no budget arithmetic overflows ---------------------------------------
+
+/// Item 11. A progress budget of any size, up to `usize::MAX`, is taken as
+/// it is: sends far apart are accepted (the run form's capacity was
+/// `(max - 1) * 6 / 8`, which overflows above `usize::MAX / 6`).
+#[test]
+fn a_progress_budget_up_to_usize_max_does_not_overflow() {
+    for max in [usize::MAX / 6 + 1, usize::MAX / 2, usize::MAX - 1, usize::MAX] {
+        let tracker = Tracker::builder().progress(max).build();
+        let first = tracker.send("p", 0_u64).unwrap();
+        let far = tracker.send("p", 1 << 62).unwrap();
+        let further = tracker.send("p", u64::MAX - 1).unwrap();
+        tracker.ack(far).unwrap();
+        let progress = &tracker.progress()["p"];
+        assert_eq!(progress.next(), 0, "budget {max}");
+        assert!(progress.is_done(1 << 62));
+        assert!(!progress.is_done(u64::MAX - 1));
+        assert!(progress.encode().len() <= max);
+        tracker.ack(first).unwrap();
+        assert_eq!(tracker.progress()["p"].next(), u64::MAX - 1);
+        tracker.ack(further).unwrap();
+        assert_eq!(tracker.progress()["p"].next(), u64::MAX);
+    }
+}
