@@ -27,7 +27,8 @@ use panicky::*;
 fn a_drain_partition_watch_started_before_the_queue_existed_uncounts_nothing() {
     quiet_planned_panics();
     let tracker = Tracker::builder().watermarks().capacity(1).build();
-    let held = tracker.send(0_u32, 0_u64).unwrap(); // queue page of 0..16
+    // Allocates the queue page of partitions 0..16.
+    let held = tracker.send(0_u32, 0_u64).unwrap();
     // Partitions 1..=16 are numbered by refused sends: 16 is on the
     // second queue page, which no send has allocated.
     for partition in 1..=16_u32 {
@@ -88,7 +89,11 @@ fn revoke_wakes_its_waiters_before_a_panicking_clone_of_the_mark() {
         ));
     }
     assert_eq!(tracker.ack(b), Err(inflight::ResolveError::Revoked));
-    assert_eq!(ids(&tracker.committable()), vec![(0, 1)], "the mark went back");
+    assert_eq!(
+        ids(&tracker.committable()),
+        vec![(0, 1)],
+        "the mark went back"
+    );
     assert_usable(&tracker, 3);
     assert_all_dropped(tracker);
 }
@@ -186,9 +191,7 @@ fn send_timeout_unregisters_when_a_retry_panics() {
     let per_attempt = probe.hashes();
     // The first attempt is refused and registers; the retry panics.
     let key = Countdown::new(0, per_attempt + 1);
-    let sent = catch_unwind(AssertUnwindSafe(|| {
-        tracker.send_timeout(key, 2, FOREVER)
-    }));
+    let sent = catch_unwind(AssertUnwindSafe(|| tracker.send_timeout(key, 2, FOREVER)));
     assert!(sent.is_err(), "the retry's hash panicked");
     assert_eq!(tracker.stats().waiting_senders, 0, "a registration leaked");
     tracker.ack(held).unwrap();
@@ -234,7 +237,12 @@ fn send_async_unregisters_when_a_retry_panics() {
 /// `(max - 1) * 6 / 8`, which overflows above `usize::MAX / 6`).
 #[test]
 fn a_progress_budget_up_to_usize_max_does_not_overflow() {
-    for max in [usize::MAX / 6 + 1, usize::MAX / 2, usize::MAX - 1, usize::MAX] {
+    for max in [
+        usize::MAX / 6 + 1,
+        usize::MAX / 2,
+        usize::MAX - 1,
+        usize::MAX,
+    ] {
         let tracker = Tracker::builder().progress(max).build();
         let first = tracker.send("p", 0_u64).unwrap();
         let far = tracker.send("p", 1 << 62).unwrap();
