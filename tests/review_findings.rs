@@ -133,6 +133,78 @@ fn a_panicking_waker_in_revoke_loses_no_advance() {
     assert_all_dropped(tracker);
 }
 
+// ---- 8: a revoke writes nothing before the CAS that makes the record its ---
+
+/// Item 8, as far as a test without a scheduler can pin it (the race
+/// itself, a revoke losing its CAS to an ack whose advance marks the
+/// record, is loom model `revoke_losing_to_an_ack_keeps_the_mark_count`):
+/// revokes racing acks of the same records, round after round, and the
+/// marks' counts stay exact: once every advance is taken, nothing is
+/// committable, and each later acked record counts one.
+#[test]
+fn revokes_racing_acks_keep_the_mark_counts_exact() {
+    let tracker: Arc<Tracker<u32, u64>> = Arc::new(Tracker::builder().watermarks().build());
+    for round in 0..2_000_u64 {
+        let tickets: Vec<_> = (0..4)
+            .map(|i| tracker.send(0, round * 8 + i).unwrap())
+            .collect();
+        let acker = {
+            let tracker = tracker.clone();
+            std::thread::spawn(move || {
+                for ticket in tickets {
+                    let _ = tracker.ack(ticket);
+                }
+            })
+        };
+        let _ = tracker.revoke(&0);
+        acker.join().unwrap();
+        let _ = tracker.revoke(&0); // settles the advance if it ran late
+        let _ = tracker.committable();
+        assert_eq!(tracker.stats().committable_records, 0, "round {round}");
+        let ticket = tracker.send(0, round * 8 + 5).unwrap();
+        tracker.ack(ticket).unwrap();
+        assert_eq!(
+            tracker.committable_with_stats().committable_records,
+            1,
+            "round {round}"
+        );
+    }
+}
+
+/// Item 8's fix moves where a revoked record is remembered (by whoever
+/// frees its slot, not by the revoke before its CAS): the ticket of a
+/// released record still answers `Revoked` after its slot was reused, on
+/// trackers with and without watermarks.
+#[test]
+fn a_released_records_ticket_answers_revoked_after_its_slot_is_reused() {
+    for watermarks in [false, true] {
+        let builder = Tracker::builder();
+        let tracker: Tracker<&str, u64> = if watermarks {
+            builder.watermarks().build()
+        } else {
+            builder.build()
+        };
+        let released = tracker.send("p", 1).unwrap().into_raw();
+        assert_eq!(tracker.revoke("p").released, 1);
+        // The partition cell's hold goes with the flush (the queue's with
+        // the advance): the slot is freed, into the quarantine.
+        let mut flush = tracker.begin_flush().unwrap();
+        assert!(flush.wait(Duration::ZERO).unwrap().is_empty());
+        flush.commit().unwrap();
+        // Enough records at once that every free list, the never-used
+        // slots of a young slab and the quarantine are drawn on.
+        let held: Vec<_> = (2..5_000).map(|o| tracker.send("q", o).unwrap()).collect();
+        assert_eq!(
+            tracker.ack_raw(released),
+            Err(inflight::ResolveError::Revoked),
+            "watermarks: {watermarks}"
+        );
+        for ticket in held {
+            tracker.ack(ticket).unwrap();
+        }
+    }
+}
+
 // ---- 10: a waiting sender's registration goes with it ------------------------
 
 /// A key whose `Hash` panics at a chosen call (counted over all its
