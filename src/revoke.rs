@@ -213,8 +213,13 @@ where
         // Records whose own sends released them, having raced this revoke
         // (or an earlier one): counted here, once. AcqRel: as there.
         released += lifecycle.released_late.swap(0, Ordering::AcqRel) as usize;
-        let committable = self.take_ended(number as usize, life);
+        // The wakes we owe, before any user code: every waiter is woken
+        // even if a waker panics, and then the ended life's mark is still
+        // where `committable()` (or the next revoke) finds it, since the
+        // partition is not settled yet. Then the mark's `Clone` (user
+        // code), last, behind `PutBack`.
         self.wake(wakes, room);
+        let committable = self.take_ended(number as usize, life);
         Revoked {
             released,
             committable,
@@ -399,13 +404,23 @@ where
             number,
             records: Vec::new(),
             target: None,
+            counted: false,
             tail: 0,
         };
         match &self.watermarks {
             Some(watermarks) => {
-                watermarks.watch(number, true);
-                watch.target = Some(watermarks.sent(number));
-                watch.tail = watermarks.last_queued(number);
+                // No queue yet: no record of the partition was sent before
+                // the call (a send queues its record before it returns), so
+                // there is nothing to wait for, and nothing was counted.
+                watch.counted = watermarks.watch(number);
+                watch.target = Some(if watch.counted {
+                    watermarks.sent(number)
+                } else {
+                    0
+                });
+                if watch.counted {
+                    watch.tail = watermarks.last_queued(number);
+                }
             }
             None => {
                 self.slots
@@ -432,6 +447,10 @@ struct Watch<'t, P, O> {
     /// On a progress tracker, the record last queued at the call (see
     /// `Watermarks::last_queued`): the watermark must pass it too.
     tail: u64,
+    /// Whether the watch counts in its queue's `watchers`: the drop
+    /// uncounts it on exactly that condition, not on the queue existing
+    /// then.
+    counted: bool,
 }
 
 impl<P, O> Watch<'_, P, O> {
@@ -459,8 +478,8 @@ impl<P, O> Watch<'_, P, O> {
 
 impl<P, O> Drop for Watch<'_, P, O> {
     fn drop(&mut self) {
-        if let (Some(_), Some(watermarks)) = (self.target, &self.tracker.watermarks) {
-            watermarks.watch(self.number, false);
+        if let (true, Some(watermarks)) = (self.counted, &self.tracker.watermarks) {
+            watermarks.unwatch(self.number);
         }
     }
 }

@@ -315,9 +315,7 @@ impl<P, O> Tracker<P, O> {
                 Some(registration) => registration.park_timeout(remaining),
             }
         };
-        if let Some(registration) = registration {
-            self.waiter.unregister(registration);
-        }
+        drop(registration); // unregisters (as it would if `pending` panicked)
         result
     }
 }

@@ -330,9 +330,8 @@ where
                 registered.park_timeout(remaining);
             }
         };
-        if let Some(registration) = registration {
-            self.room.unregister(registration);
-        }
+        // Unregisters; so does the unwind if user code panics in a retry.
+        drop(registration);
         result
     }
 

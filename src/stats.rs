@@ -75,6 +75,11 @@ pub struct Stats<P> {
     pub uncommittable_records: u64,
     /// Watermark trackers: partitions whose watermark a failure stopped.
     pub stopped: Vec<P>,
+    /// Senders waiting for room on a bounded tracker:
+    /// [`send_timeout`](Tracker::send_timeout) and
+    /// [`send_async`](Tracker::send_async) calls registered to be woken
+    /// when a resolution frees a permit.
+    pub waiting_senders: usize,
 }
 
 /// A record still in flight, from [`Tracker::oldest_unresolved`].
@@ -128,6 +133,7 @@ where
             committable_records: 0,
             uncommittable_records: 0,
             stopped: Vec::new(),
+            waiting_senders: self.room.len(),
         };
         let mut counts: Vec<(usize, usize)> = Vec::new();
         match &self.watermarks {

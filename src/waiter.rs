@@ -77,14 +77,22 @@ pub(crate) struct Waiter {
     next_id: AtomicU64,
 }
 
-/// A registration, returned by [`Waiter::register`]: park on it, and hand it
-/// back to [`Waiter::unregister`] when done.
-pub(crate) struct Registration {
+/// A registration, returned by [`Waiter::register`]: park on it. Dropping
+/// it unregisters, on every way out of the waiting call, a panic in user
+/// code included (a registration left behind would be woken for ever).
+pub(crate) struct Registration<'w> {
+    waiter: &'w Waiter,
     id: u64,
     parker: Parker,
 }
 
-impl Registration {
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.waiter.remove(self.id);
+    }
+}
+
+impl Registration<'_> {
     /// Parks for at most `timeout`, or until woken (or spuriously).
     pub(crate) fn park_timeout(&self, timeout: std::time::Duration) {
         self.parker.park_timeout(timeout);
@@ -116,7 +124,7 @@ impl Waiter {
 
     /// Adds the calling thread to those to wake, and returns what it parks
     /// on. Re-check the condition after this and before parking.
-    pub(crate) fn register(&self) -> Registration {
+    pub(crate) fn register(&self) -> Registration<'_> {
         let (parker, unparker) = parker();
         // Relaxed: ids only need to be distinct.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -124,12 +132,11 @@ impl Waiter {
         // SeqCst fence: the waiter's half of the Dekker pair (module docs);
         // orders the registration above before the caller's re-check.
         fence(Ordering::SeqCst);
-        Registration { id, parker }
-    }
-
-    /// Stops waking `registration`'s thread.
-    pub(crate) fn unregister(&self, registration: Registration) {
-        self.remove(registration.id);
+        Registration {
+            waiter: self,
+            id,
+            parker,
+        }
     }
 
     /// Adds a task, woken through `waker`, to those to wake. Re-check the
@@ -176,7 +183,6 @@ impl Waiter {
     }
 
     /// How many calls are registered now (a snapshot).
-    #[cfg(any(test, loom))]
     pub(crate) fn len(&self) -> usize {
         let guard = epoch::pin();
         // Acquire: pairs with the Release CAS in `update`.

@@ -37,9 +37,12 @@ pub(crate) fn bitset_chars(span: u64) -> Option<usize> {
     (span <= BITSET_MAX_SPAN).then(|| chars(varint_len(span) + (span as usize).div_ceil(8)))
 }
 
-/// The most run-form bytes that fit in `max` characters.
+/// The most run-form bytes that fit in `max` characters: 6 bits a
+/// character after the tag, `floor((max - 1) * 6 / 8)`, computed without
+/// the product, which overflows for any `max` above `usize::MAX / 6`.
 fn runs_capacity(max: usize) -> usize {
-    max.saturating_sub(1) * 6 / 8
+    let chars = max.saturating_sub(1);
+    chars / 4 * 3 + chars % 4 * 3 / 4
 }
 
 /// The widest bitset span that fits in `max` characters.
@@ -73,15 +76,21 @@ pub(crate) fn check(records: &[(u64, Seen)], seq: u64, max: usize) -> Option<u64
         .copied()
         .chain(std::iter::once((seq, Seen::Open)));
     let next = records.get(first).map_or(seq, |&(s, _)| s);
-    let span = seq + 1 - next;
+    // Saturating, here and below: the caller passes positions in order,
+    // below `seq`, and `seq` below `NO_POSITION`, so nothing saturates;
+    // but no budget sum may wrap, whatever it is given (a wrapped sum
+    // would accept what it must refuse).
+    let span = seq.saturating_sub(next).saturating_add(1);
     let runs = runs_bound(rest);
     let runs_room = runs_capacity(max).checked_sub(runs);
     let bitset_room = bitset_chars(span)
         .filter(|&c| c <= max)
-        .map(|_| bitset_capacity(max) - span);
+        .map(|_| bitset_capacity(max).saturating_sub(span));
     let room = match (runs_room, bitset_room) {
         (None, None) => return None,
-        (r, b) => (r.unwrap_or(0) as u64).max(b.unwrap_or(0)),
+        (r, b) => u64::try_from(r.unwrap_or(0))
+            .unwrap_or(u64::MAX)
+            .max(b.unwrap_or(0)),
     };
     Some(room.min(255))
 }
@@ -94,15 +103,15 @@ fn runs_bound(records: impl Iterator<Item = (u64, Seen)>) -> usize {
     let mut block: Option<(bool, u64)> = None;
     let close = |block: &mut Option<(bool, u64)>, bytes: &mut usize| {
         if let Some((_, len)) = block.take() {
-            *bytes += varint_len(len);
+            *bytes = bytes.saturating_add(varint_len(len));
         }
     };
     let mut previous: Option<u64> = None;
     for (seq, seen) in records {
-        let skipped = previous.map_or(0, |p| seq - p - 1);
+        let skipped = previous.map_or(0, |p| seq.saturating_sub(p).saturating_sub(1));
         let fixed = |done: bool, len: u64, block: &mut Option<(bool, u64)>, bytes: &mut usize| {
             match block {
-                Some((d, n)) if *d == done => *n += len,
+                Some((d, n)) if *d == done => *n = n.saturating_add(len),
                 _ => {
                     close(block, bytes);
                     *block = Some((done, len));
@@ -117,7 +126,7 @@ fn runs_bound(records: impl Iterator<Item = (u64, Seen)>) -> usize {
             Seen::Failed => fixed(false, 1, &mut block, &mut bytes),
             Seen::Open => {
                 close(&mut block, &mut bytes);
-                bytes += 1;
+                bytes = bytes.saturating_add(1);
             }
         }
         previous = Some(seq);

@@ -197,7 +197,7 @@ fn within(mut progress: Progress, max: usize) -> Progress {
         "the budget check let {progress:?} outgrow {max}"
     );
     while progress.encoded_len() > max && !progress.runs.is_empty() {
-        let keep = progress.runs.len() - 2;
+        let keep = progress.runs.len().saturating_sub(2);
         progress.runs.truncate(keep);
     }
     progress

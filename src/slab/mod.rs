@@ -122,7 +122,11 @@ pub(crate) const WATCHED: u64 = 0b1_0000_0000;
 /// The slot's `covered` word holds the tag of a record of this slot that a
 /// revoke released (a record never marked, so `covered` was free), and
 /// keeps it across reuses until the slot's next mark: so that record's
-/// ticket still answers `Revoked` after its slot was reused.
+/// ticket still answers `Revoked` after its slot was reused. Both are
+/// written when the revoked record's slot is freed, by the thread that
+/// frees it (see `Slab::quarantine`): never by the revoke before its CAS,
+/// which an ack may win (the record is then marked, and `covered` is its
+/// count).
 const REMEMBERS: u64 = 0b10_0000_0000;
 /// On a `FREE` slot: it still holds the offset of the record it last held,
 /// not yet dropped. Whoever next takes the slot from a free list drops it

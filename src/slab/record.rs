@@ -211,20 +211,24 @@ impl<O> Slab<O> {
             };
             let next = match (held, outcome) {
                 // FREE, same tag; the offset stays until the slot's reuse.
-                (false, Outcome::Revoke) => (current & !STATUS) | STALE | REVOKED | REMEMBERS,
+                (false, Outcome::Revoke) => (current & !STATUS) | STALE | REVOKED,
                 (false, _) => (current & !STATUS) | STALE,
                 (true, Outcome::Ack) => (current & !STATUS) | ACKED,
                 (true, Outcome::Fail) => (current & !STATUS) | FAILED,
                 // Passed, never marked, by a watermark (see `watermark`).
-                (true, Outcome::Revoke) => (current & !STATUS) | FAILED | REVOKED | REMEMBERS,
+                (true, Outcome::Revoke) => (current & !STATUS) | FAILED | REVOKED,
             };
+            // Nothing is written to the slot before this CAS decides whose
+            // the record is: an ack that wins it may have the advance mark
+            // the record, whose count lives in `covered`. A revoked record
+            // is remembered for its ticket (`REMEMBERS`) by whoever frees
+            // its slot, which owns it then (see `quarantine`).
+            //
+            // Mutant `covered_before_cas` (loom suite only): the revoke
+            // writes its tag into `covered` first, so a lost CAS overwrites
+            // the count of the mark the winning ack's advance publishes.
+            #[cfg(inflight_mutant = "covered_before_cas")]
             if outcome == Outcome::Revoke {
-                // Remembered for the ticket (see `REMEMBERS`), before the CAS
-                // that publishes it. An unresolved record is never marked,
-                // so `covered` is not in use; if the CAS loses (an ack came
-                // first), a stale ticket of this record may later answer
-                // `Revoked` rather than `AlreadyResolved`, both changing
-                // nothing. Relaxed: published by the Release CAS below.
                 slot.covered.store(ticket_tag, Ordering::Relaxed);
             }
             // AcqRel: Acquire sees the sender's value and generation; Release
@@ -291,8 +295,20 @@ impl<O> Slab<O> {
         self.quarantine(index, slot);
     }
 
+    /// Frees the slot of a revoked record (the caller freed it and owns
+    /// it): remembers the record's tag for its ticket (see `REMEMBERS`),
+    /// then puts the slot on the quarantine, which is reused last.
     #[cold]
     fn quarantine(&self, index: usize, slot: &Slot<O>) {
+        // Relaxed: the slot is ours; its tag moves on only at its reuse.
+        let state = slot.state.load(Ordering::Relaxed);
+        // Relaxed: published by the Release `fetch_or` below (to a resolver
+        // that reads `REMEMBERS`) and the Release push (to the next user).
+        slot.covered.store(tag(state), Ordering::Relaxed);
+        // Release: a stale ticket's resolver that reads `REMEMBERS` (with
+        // its Acquire load) sees the tag in `covered`. An RMW: a revoke's
+        // `touch` may read the word meanwhile.
+        slot.state.fetch_or(REMEMBERS, Ordering::Release);
         // Release (inside `push`): hands the slot to the next popper.
         stack::push(&self.quarantine, index as u32 + 1, &slot.link);
     }

@@ -353,7 +353,7 @@ impl Watermarks {
             }
         }
         // Relaxed: a watcher's count is ordered by its read-modify-write of
-        // `work` (see `passed_at_least`), which our CAS above read if it
+        // `work` (see `short_of`), which our CAS above read if it
         // came first; if it came after, the watcher sees our pass.
         wakes || queue.watchers.load(Ordering::Relaxed) != 0
     }
@@ -368,17 +368,28 @@ impl Watermarks {
             .map_or(0, |queue| queue.sent.load(Ordering::Relaxed))
     }
 
-    /// Starts (`+1`) or ends (`-1`) a `drain_partition` watch of
-    /// `partition`'s passes. Call with the watcher registered to be woken.
-    pub(crate) fn watch(&self, partition: usize, start: bool) {
+    /// Starts a `drain_partition` watch of `partition`'s passes: returns
+    /// whether it counted one (`partition` has a queue). Call with the
+    /// watcher registered to be woken; end a watch that counted, and only
+    /// such a watch, with [`unwatch`](Self::unwatch) (the queue may appear
+    /// in between).
+    pub(crate) fn watch(&self, partition: usize) -> bool {
+        let Some(queue) = self.queues.get(partition) else {
+            return false;
+        };
+        // Relaxed: published to the advancer by `short_of`'s
+        // read-modify-write of `work`.
+        queue.watchers.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Ends a watch that [`watch`](Self::watch) counted.
+    pub(crate) fn unwatch(&self, partition: usize) {
+        // A watch that counted found the queue, and queues stay.
         if let Some(queue) = self.queues.get(partition) {
-            // Relaxed: published to the advancer by `passed_at_least`'s
-            // read-modify-write of `work`.
-            if start {
-                queue.watchers.fetch_add(1, Ordering::Relaxed);
-            } else {
-                queue.watchers.fetch_sub(1, Ordering::Relaxed);
-            }
+            // Relaxed: a watcher gone only makes the advancer's wakes
+            // spurious until it sees the count.
+            queue.watchers.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
