@@ -107,7 +107,10 @@ where
         }
     }
 
-    /// Waits until every covered record is resolved, at most `timeout`.
+    /// The **last done** offset of each covered partition (Connect's
+    /// convention; for Kafka, commit it **+ 1**), once every covered record
+    /// is acked: waits until every covered record is resolved, at most
+    /// `timeout`.
     ///
     /// - `Ok(offsets)`: every covered record was acked; for each partition
     ///   with a covered record, the offset of its latest covered record (in
@@ -403,8 +406,8 @@ where
         }
     }
 
-    /// [`Flush::wait`]: waits until every covered record is resolved, at
-    /// most `timeout`.
+    /// [`Flush::wait`]: the **last done** offset of each covered partition,
+    /// once every covered record is resolved (at most `timeout`).
     pub fn wait(&mut self, timeout: Duration) -> Result<HashMap<P, O>, FlushError> {
         self.state.wait(&self.tracker, timeout)
     }

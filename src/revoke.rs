@@ -116,7 +116,9 @@ impl<O> Default for Revoked<O> {
 pub struct Revoked<O> {
     /// Unresolved records of the partition that the revoke released.
     pub released: usize,
-    /// On a watermark tracker, the partition's last watermark that no
+    /// The **last done** offset of the ended life (Connect's convention;
+    /// for Kafka, commit it **+ 1**): on a watermark tracker, the
+    /// partition's last watermark that no
     /// [`committable`](Tracker::committable) call had taken: commit it to
     /// hand the partition over. `None` when there is none (or without
     /// watermarks).

@@ -31,7 +31,9 @@
 //!   commit) and `enable.auto.offset.store=false` (rdkafka's own store
 //!   would commit the last *polled* offset). Kafka's committed offset is
 //!   the next one to read, "last processed + 1": [`Progress::next`] is
-//!   exactly that, so commit it as it is, never `+ 1`.
+//!   exactly that, so commit it as it is, never `+ 1`. A watermark
+//!   tracker's `committable()`, a flush's offsets and `Revoked::committable`
+//!   are the last done offset (Connect's convention): commit those `+ 1`.
 //!   `partition.assignment.strategy=range` or `roundrobin` (eager); the
 //!   hand-off runs in the revocation callback.
 //! - Producer: leave `delivery.report.only.error` off (every delivery must

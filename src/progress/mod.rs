@@ -200,8 +200,9 @@ impl Progress {
         }
     }
 
-    /// Where to resume: the first offset not known done, which is the
-    /// offset to commit in Kafka's sense (the next to read).
+    /// The **next to read**: the first offset not known done, which is the
+    /// offset to commit in Kafka's sense as it is (no + 1), and where to
+    /// resume.
     pub fn next(&self) -> u64 {
         self.next
     }

@@ -109,9 +109,10 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    /// Takes the watermarks that advanced since the previous call: for each
-    /// such partition, the offset of the latest record such that it and
-    /// every earlier record of that partition (in send order) were acked.
+    /// The **last done** offset of each partition whose watermark advanced
+    /// since the previous call (Connect's convention; for Kafka, commit it
+    /// **+ 1**): the offset of the latest record such that it and every
+    /// earlier record of that partition (in send order) were acked.
     ///
     /// Merge the result into the offsets you store, later calls winning (as
     /// Kafka's `updatedWith` does); a partition that did not advance is
@@ -153,8 +154,8 @@ where
         offsets
     }
 
-    /// [`committable`](Self::committable), with statistics about what is
-    /// not committable yet. The statistics are a moment's snapshot, read
+    /// [`committable`](Self::committable) (the **last done** offsets), with
+    /// statistics about what is not committable yet. The statistics are a moment's snapshot, read
     /// without stopping sends and acks.
     #[must_use = "the advances are taken: no later call returns them"]
     pub fn committable_with_stats(&self) -> Committable<P, O> {
