@@ -12,7 +12,8 @@
 //! twice). `compare` measures the tracker against other designs.
 //!
 //! `batches` is the barrier tracker fed through `send_batch` and `ack_all`,
-//! 64 records a call. Instructions per pair, under callgrind: run one kind
+//! 64 records a call; `bounded`, the barrier tracker with a capacity of 64
+//! (each send takes a permit, each ack gives it back). Instructions per pair, under callgrind: run one kind
 //! for 500 and for 1,500 batches and divide the difference by 64,000:
 //!
 //! ```text
@@ -33,13 +34,15 @@ const RUNS: usize = 9;
 enum Kind {
     Barrier,
     Batches,
+    Bounded,
     Watermarks,
     Progress,
 }
 
-const KINDS: [(&str, Kind); 4] = [
+const KINDS: [(&str, Kind); 5] = [
     ("barrier", Kind::Barrier),
     ("batches", Kind::Batches),
+    ("bounded", Kind::Bounded),
     ("watermarks", Kind::Watermarks),
     ("progress", Kind::Progress),
 ];
@@ -48,6 +51,7 @@ const KINDS: [(&str, Kind); 4] = [
 fn run(kind: Kind, batches: u64) -> f64 {
     let tracker: Tracker<u32, u64> = match kind {
         Kind::Barrier | Kind::Batches => Tracker::new(),
+        Kind::Bounded => Tracker::with_capacity(BATCH as usize),
         Kind::Watermarks => Tracker::builder().watermarks().build(),
         Kind::Progress => Tracker::builder().progress(4096).build(),
     };
@@ -72,7 +76,7 @@ fn run(kind: Kind, batches: u64) -> f64 {
         }
         if batch % 100 == 99 {
             match kind {
-                Kind::Barrier | Kind::Batches => {
+                Kind::Barrier | Kind::Batches | Kind::Bounded => {
                     let mut flush = tracker.begin_flush().expect("no other flush");
                     flush.wait(Duration::ZERO).expect("all acked");
                     flush.commit().expect("waited");
@@ -98,7 +102,7 @@ fn main() {
         // One run of one kind, for callgrind.
         let kind = KINDS.iter().find(|(n, _)| n == name).map(|&(_, k)| k);
         let (Some(kind), Ok(batches)) = (kind, batches.parse()) else {
-            eprintln!("usage: pair_cost [barrier|batches|watermarks|progress BATCHES]");
+            eprintln!("usage: pair_cost [barrier|batches|bounded|watermarks|progress BATCHES]");
             std::process::exit(2);
         };
         println!("{name}: {:.1} ns per pair", run(kind, batches));

@@ -23,15 +23,29 @@
 //! # The bound is exact
 //!
 //! Records in flight never exceed the capacity (`taken` never does), and a
-//! send is refused only when every permit is in use: `taken` is at the
-//! capacity (for good) and the send found its own spares and every other
-//! shard's empty. A permit never moves but with a record: from `taken` or
-//! a shard to a send, from a resolution to a shard. So a permit that a
-//! resolution freed before the send began sits in one shard for the whole
-//! of the send, unless another send takes it, and the sweep finds it. (An
-//! earlier version gave a shard's surplus back to `taken`, in two steps;
-//! in between, the permits were in neither place, and a sweep could miss
-//! them: loom model 29c.)
+//! send is refused only when every permit is in use at some moment during
+//! the send: `taken` is at the capacity (for good) and every shard is empty
+//! at once. One pass over the shards cannot tell that: while it runs,
+//! other sends take spare permits from shards it has not reached yet and
+//! their resolutions put them back in shards it has passed, so it can find
+//! every shard empty though a permit was spare all along (issue 25, item
+//! 9; loom model 29d). So every give-back also bumps a *version* in its
+//! shard's word (the same `fetch_add`: nothing more on the hot path), and
+//! the sweep makes passes until one finds a permit, or until two passes in
+//! a row found every shard empty at the same version. Then no give-back
+//! reached any shard between its two reads, and a shard that was empty and
+//! got nothing stayed empty: every shard was empty from its first read to
+//! its second, so all of them were when the first of the two passes ended.
+//! Only a resolution can make a pass fail to confirm the one before, so
+//! each further pass means another thread completed a resolution: the
+//! sweep is lock-free, not wait-free. (The version has 31 bits and wraps: a
+//! sweep is fooled only if exactly a multiple of 2^31 give-backs reach one
+//! shard between two of its reads.)
+//!
+//! A permit moves only with a record: from `taken` or a shard to a send,
+//! from a resolution to a shard. (An earlier version gave a shard's
+//! surplus back to `taken`, in two steps; in between, the permits were in
+//! neither place, and a sweep could miss them: loom model 29c.)
 //!
 //! # Waiting for room
 //!
@@ -46,19 +60,27 @@
 //! finds no flag pays nothing more.
 
 use crate::generation::SHARDS;
-use crate::sync::{AtomicUsize, CachePadded, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, CachePadded, Ordering};
 
-/// The bit of a shard's spare count that says a sender waits for room.
-const WANTED: usize = 1 << (usize::BITS - 1);
-const COUNT: usize = !WANTED;
+/// A shard's word: its spare permits (the low 32 bits: the capacity is at
+/// most `MAX_SLOTS`, below 2^24, so they never carry out), `WANTED`, and
+/// above it the version, which every give-back bumps and which wraps off
+/// the top.
+const COUNT: u64 = (1 << 32) - 1;
+/// The bit that says a sender waits for room.
+const WANTED: u64 = 1 << 32;
+/// One step of the version.
+const VERSION: u64 = 1 << 33;
+/// The version bits.
+const VERSIONS: u64 = !(COUNT | WANTED);
 
 /// A bounded tracker's permits; see the module docs.
 pub(crate) struct Permits {
     capacity: usize,
     /// Permits ever taken out of the capacity; only grows.
     taken: CachePadded<AtomicUsize>,
-    /// Per shard: spare permits, and `WANTED`.
-    spare: Box<[CachePadded<AtomicUsize>]>,
+    /// Per shard: spare permits, `WANTED` and the version.
+    spare: Box<[CachePadded<AtomicU64>]>,
     /// The shard where a sweep last found a spare permit: the next sweep
     /// starts there (in a hand-off, the ackers' shards).
     hint: CachePadded<AtomicUsize>,
@@ -75,7 +97,7 @@ impl Permits {
             capacity,
             taken: CachePadded::new(AtomicUsize::new(0)),
             spare: (0..SHARDS)
-                .map(|_| CachePadded::new(AtomicUsize::new(0)))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             hint: CachePadded::new(AtomicUsize::new(0)),
         }
@@ -85,9 +107,9 @@ impl Permits {
     /// every permit is in use.
     #[inline]
     pub(crate) fn take(&self, home: usize) -> bool {
-        // Relaxed, all permit counts: they order no other memory (only a
-        // waiter's registration, see `want_room` and `give_back`).
-        if take_one(&self.spare[home % SHARDS]) {
+        // Relaxed read: the sweep's second pass covers a stale one (see
+        // `take_slow`).
+        if take_one(&self.spare[home % SHARDS], Ordering::Relaxed).is_ok() {
             return true;
         }
         self.take_slow()
@@ -95,10 +117,11 @@ impl Permits {
 
     #[cold]
     fn take_slow(&self) -> bool {
-        // Relaxed: as in `take`.
+        // Relaxed: `taken` orders no other memory; it only grows, so once
+        // read at the capacity, it stays there.
         let mut taken = self.taken.load(Ordering::Relaxed);
         while taken < self.capacity {
-            // Relaxed: as in `take`.
+            // Relaxed: as the load above.
             match self.taken.compare_exchange_weak(
                 taken,
                 taken + 1,
@@ -116,17 +139,39 @@ impl Permits {
         }
         // Relaxed: a hint; any shard may be tried first.
         let start = self.hint.load(Ordering::Relaxed);
-        for i in 0..SHARDS {
-            let shard = (start + i) % SHARDS;
-            if take_one(&self.spare[shard]) {
-                if shard != start {
-                    // Relaxed: a hint.
-                    self.hint.store(shard, Ordering::Relaxed);
+        // The version each shard had, empty, in the last pass (`COUNT`, no
+        // version, before the first).
+        let mut seen = [COUNT; SHARDS];
+        loop {
+            let mut moved = false;
+            for i in 0..SHARDS {
+                let shard = (start + i) % SHARDS;
+                // Acquire: a word that a take or give-back wrote (each a
+                // Release) brings what happened before it, so that the
+                // next pass sees every give-back before a take that this
+                // pass saw (a permit freed, and then its room used by a
+                // send that took another permit, both behind this sweep).
+                match take_one(&self.spare[shard], Ordering::Acquire) {
+                    Ok(()) => {
+                        if shard != start {
+                            // Relaxed: a hint.
+                            self.hint.store(shard, Ordering::Relaxed);
+                        }
+                        return true;
+                    }
+                    Err(word) => {
+                        moved |= word & VERSIONS != seen[shard];
+                        seen[shard] = word & VERSIONS;
+                    }
                 }
-                return true;
+            }
+            // Mutant `missed_spare` (loom suite only): one pass, whose
+            // empty shards may be empty at different moments, refuses the
+            // send.
+            if !moved || cfg!(inflight_mutant = "missed_spare") {
+                return false;
             }
         }
-        false
     }
 
     /// Gives back `n` permits of records resolved (or backed out) on the
@@ -136,23 +181,25 @@ impl Permits {
     #[must_use]
     pub(crate) fn give_back(&self, n: usize, home: usize) -> bool {
         let spare = &self.spare[home % SHARDS];
+        // The permits, and a step of the version (see the module docs).
         // AcqRel: Acquire, when this reads `WANTED`, sees the registration
-        // of the sender that set it (its Release `fetch_or`).
-        let before = spare.fetch_add(n, Ordering::AcqRel);
+        // of the sender that set it (its Release `fetch_or`); Release, for
+        // a sweep that reads this word (its Acquire, in `take_slow`).
+        let before = spare.fetch_add(n as u64 + VERSION, Ordering::AcqRel);
         // Mutant `spares_in_transit` (loom suite only): a shard over one
         // spare permit gives its spares back to `taken` in two steps, so
         // that in between they are in neither place.
         #[cfg(inflight_mutant = "spares_in_transit")]
-        if (before & COUNT) + n > 1 {
-            let moved = spare.swap(before & WANTED, Ordering::AcqRel) & COUNT;
+        if (before & COUNT) + n as u64 > 1 {
+            let moved = spare.swap((before + VERSION) & !COUNT, Ordering::AcqRel) & COUNT;
             crate::sync::spin_hint();
-            self.taken.fetch_sub(moved, Ordering::AcqRel);
+            self.taken.fetch_sub(moved as usize, Ordering::AcqRel);
         }
         if before & WANTED == 0 {
             return false;
         }
         // Relaxed: the flag's sender is woken below, and sends again.
-        spare.fetch_and(COUNT, Ordering::Relaxed);
+        spare.fetch_and(!WANTED, Ordering::Relaxed);
         // Mutant `lost_room_wakeup` (loom suite only): a resolution never
         // tells that a sender waits for room, so nobody wakes it.
         !cfg!(inflight_mutant = "lost_room_wakeup")
@@ -175,21 +222,31 @@ impl Permits {
     }
 }
 
-/// Takes one spare permit from `spare`, if it has one.
+/// Takes one spare permit from `spare`, if it has one; else returns the
+/// word it read, which holds none. `read` orders the reads: Relaxed on the
+/// hot path, Acquire in the sweep (see `Permits::take_slow`).
 #[inline]
-fn take_one(spare: &AtomicUsize) -> bool {
-    // Relaxed, both: as in `Permits::take`.
-    let mut current = spare.load(Ordering::Relaxed);
+fn take_one(spare: &AtomicU64, read: Ordering) -> Result<(), u64> {
+    let mut current = spare.load(read);
     while current & COUNT != 0 {
         match spare.compare_exchange_weak(
             current,
             current - 1,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
+            // Release: what happened before this take (a give-back that
+            // the caller's own synchronization put first) reaches a sweep
+            // whose Acquire reads this word; Relaxed, loom model 29d fails
+            // (so does it with a Relaxed sweep). The failure reads as
+            // `read`.
+            if read == Ordering::Relaxed {
+                Ordering::Release
+            } else {
+                Ordering::AcqRel
+            },
+            read,
         ) {
-            Ok(_) => return true,
+            Ok(_) => return Ok(()),
             Err(seen) => current = seen,
         }
     }
-    false
+    Err(current)
 }
