@@ -13,6 +13,7 @@ mod harness;
 use fuzz_support::*;
 use harness::{Act, Op, Setup, ThreadOp, Which};
 use inflight::Progress;
+use std::time::Duration;
 
 // ---------------------------------------------------------------------------
 // Guarantee 16: `revoke` and `drain_partition` through the model's rules for
@@ -452,6 +453,52 @@ fn threaded_revoke_explicit_ops() {
             watermarks,
             &[sender.clone(), sender.clone(), revoker.clone()],
         );
+    }
+}
+
+/// Revokes racing sends of one partition (issue 25): one thread sends to
+/// the shared partition slowly (the partition's `Drop`, which the tracker
+/// runs once the record entered a generation, before it is installed in
+/// the generation's partition cell, sleeps), while another revokes it,
+/// sends a record of the new life there, acks it and flushes. The slow
+/// send of the ended life then installs its record after the new life's:
+/// it must not erase it. The `Ok` wait reports the shared partition, with
+/// an offset of its current life (`Shared::check_reached` in
+/// `fuzz/harness/threaded/checks.rs`), and at rest its last life has a
+/// watermark. On the code before the fix (a stale record displaced the new
+/// life's in the cell) this failed in most runs.
+#[test]
+fn threaded_revoke_races_sends_of_one_partition() {
+    use ThreadOp::*;
+    let times = |ops: &[ThreadOp], n| (0..n).flat_map(|_| ops.to_vec()).collect::<Vec<_>>();
+    let slow = SlowSend {
+        shared: true,
+        second: false,
+        entered: true,
+    };
+    let sender = times(&[slow, Ack(0)], 12);
+    // A flush waits (up to 100 parks of 200 µs) for the slow send in
+    // flight, which is acked at once; the next one has entered a generation
+    // and sleeps when the revoke comes. The flush after it waits for it.
+    let mut renewer = vec![Begin];
+    renewer.extend(times(&[Wait(true)], 100));
+    renewer.extend([
+        Commit,
+        Renew {
+            ack: true,
+            flush: true,
+        },
+    ]);
+    renewer.extend(times(&[Wait(true)], 100));
+    renewer.push(Commit);
+    // Many: those before the other thread starts do nothing much.
+    let renewer = times(&renewer, 24);
+    // Long enough for the other thread's revoke, send, ack and flush, even
+    // on a loaded machine.
+    harness::set_slow_drop(Duration::from_millis(10));
+    for round in 0..4 {
+        let watermarks = round % 2 == 1;
+        harness::run_threaded_ops(None, watermarks, &[sender.clone(), renewer.clone()]);
     }
 }
 

@@ -66,7 +66,7 @@ pub use self::{
     progress::{offset_of, BUDGET, PROGRESS_PANIC_LOSES_REPORTS},
     raw::{run_raw_tickets, Probe},
     resolve::Which,
-    threaded::{run_threaded, run_threaded_ops, ThreadOp},
+    threaded::{run_threaded, run_threaded_ops, set_slow_drop, ThreadOp},
     user::{arm, disarm, Act, Off, Part},
 };
 

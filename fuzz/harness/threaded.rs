@@ -1,9 +1,10 @@
 //! The `threaded` target: the operation list split across 2 or 3 threads
 //! released by one barrier, each owning its tickets, checked against
 //! invariants that hold under any interleaving (while running, and at
-//! rest). Its tracker is a plain `Tracker<u8, u64>`: planned panics in
-//! user code are the `ops` target's (`user.rs`); here every call must
-//! return.
+//! rest). Its tracker is a plain `Tracker<Key, Stamp>` (a `u8` partition
+//! and a `u64` offset whose `Drop`s may sleep, see [`ThreadOp::SlowSend`]):
+//! planned panics in user code are the `ops` target's (`user.rs`); here
+//! every call must return.
 //!
 //! With [`ThreadOp::Revoke`] (of any thread's partition, or the shared
 //! one), a record may be released by a revoke that did not end before its
@@ -18,6 +19,17 @@
 //! revoke) whose record's resolution did not return `Ok`, and a final
 //! flush returns no offsets and no failure (every life ended).
 //!
+//! Revokes race sends of one partition often: [`ThreadOp::SlowSend`] is a
+//! send whose partition or offset `Drop` inside the tracker (between the
+//! send's read of the partition's life and the install of its record)
+//! sleeps, and [`ThreadOp::Renew`] revokes the shared partition and at once
+//! sends a record of its new life there (then maybe acks it and flushes),
+//! so that a slow send of the ended life lands after the new life's record. An `Ok`
+//! flush must then still report every partition that has a send it must
+//! reach (see `Shared::check_reached`), and never with an offset of a life
+//! that ended; at rest, a revoked partition whose last life has records,
+//! all acked, has a watermark of that life.
+//!
 //! The files: this one has the operations ([`ThreadOp`]), what the
 //! threads share, the entry points and the end state; `threaded/thread.rs`
 //! runs one thread's list; `threaded/checks.rs` has the invariants, those
@@ -30,6 +42,7 @@ use self::checks::{check_watermarks_at_rest, final_flush, queue_numbers};
 use super::{build_tracker, pick_setup, Offsets, State};
 use arbitrary::{Arbitrary, Unstructured};
 use inflight::{DrainError, FlushError, Ticket, Tracker};
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -80,6 +93,97 @@ pub enum ThreadOp {
     /// `revoke` of a partition: the i-th (modulo their number) of every
     /// thread's own partitions and the shared one.
     Revoke(u8),
+    /// `Send`, slowly: a `Drop` the tracker runs inside the send sleeps,
+    /// so that revokes and sends of other threads overtake it. Both come
+    /// after the send read its partition's life: that of a reused slot's
+    /// old offset before the record enters a generation, that of the
+    /// partition argument after it entered one, before it is installed in
+    /// the generation's partition cell.
+    SlowSend {
+        /// Send on the shared partition.
+        shared: bool,
+        /// The thread's second partition.
+        second: bool,
+        /// The partition's `Drop` sleeps (after the record entered a
+        /// generation), not the old offset's.
+        entered: bool,
+    },
+    /// `revoke` of the shared partition, then at once a send there (of the
+    /// new life, racing any slow send still in the ended one); with `ack`,
+    /// that record is acked at once; with `flush` too, a flush is begun
+    /// (unless this thread holds one) and waited for (a short park).
+    Renew {
+        /// Ack the new record at once.
+        ack: bool,
+        /// Then begin a flush and wait for it.
+        flush: bool,
+    },
+}
+
+/// How long (in µs) a partition's or offset's `Drop` sleeps inside a
+/// [`ThreadOp::SlowSend`]: 20 (the fuzz target), or as [`set_slow_drop`]
+/// set it.
+static SLOW_DROP: AtomicU64 = AtomicU64::new(20);
+
+/// Sets how long each partition or offset `Drop` inside a
+/// [`ThreadOp::SlowSend`] sleeps, for every thread of the process (a test
+/// that wants its races to come out one way on a loaded machine).
+pub fn set_slow_drop(sleep: Duration) {
+    let micros = u64::try_from(sleep.as_micros()).unwrap_or(u64::MAX);
+    SLOW_DROP.store(micros, Ordering::Relaxed);
+}
+
+/// Which `Drop`s sleep on a thread: none but inside a
+/// [`ThreadOp::SlowSend`]'s `send`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slow {
+    No,
+    /// Offsets' (a reused slot's old offset, before the record entered a
+    /// generation).
+    Offset,
+    /// Partitions' (the partition argument, after it entered one).
+    Partition,
+}
+
+thread_local! {
+    /// Which `Drop`s sleep on this thread now.
+    static SLOW: Cell<Slow> = const { Cell::new(Slow::No) };
+}
+
+/// The partition type of `run_threaded`, whose `Drop` may sleep while its
+/// thread runs a [`ThreadOp::SlowSend`] (the tracker drops the partition
+/// argument of a send it accepts inside the send).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key(u8);
+
+/// The offset type of `run_threaded`: `thread << 32 | seq` (see
+/// [`encode`]), whose `Drop` may sleep as [`Key`]'s (the tracker drops a
+/// reused slot's old offset inside the send that takes the slot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp(u64);
+
+/// A `Drop` of the kind `which` inside a [`ThreadOp::SlowSend`] sleeps.
+fn slow_drop(which: Slow) {
+    if SLOW.with(Cell::get) == which {
+        std::thread::sleep(Duration::from_micros(SLOW_DROP.load(Ordering::Relaxed)));
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        slow_drop(Slow::Partition);
+    }
+}
+
+impl Drop for Stamp {
+    fn drop(&mut self) {
+        slow_drop(Slow::Offset);
+    }
+}
+
+/// The offsets of a map the tracker returned.
+fn plain(offsets: HashMap<Key, Stamp>) -> Offsets {
+    offsets.into_iter().map(|(p, o)| (p.0, o.0)).collect()
 }
 
 /// Offsets in `run_threaded` name their sender: `thread << 32 | seq`.
@@ -93,7 +197,7 @@ fn decode(offset: u64) -> (usize, u64) {
 }
 
 struct Shared<'a> {
-    tracker: &'a Tracker<u8, u64>,
+    tracker: &'a Tracker<Key, Stamp>,
     capacity: Option<usize>,
     watermarks: bool,
     /// Per thread: `(partition, seq)` of records sent (about to be) and not
@@ -126,8 +230,11 @@ struct Shared<'a> {
     plain_calls: AtomicUsize,
     /// `committable_records`, summed over all calls.
     committable_records: AtomicU64,
-    /// Whether any thread's list holds a `Revoke`.
+    /// Whether any thread's list holds a `Revoke` or a `Renew`.
     revoking: bool,
+    /// Whether no two calls may take watermarks at once: no revokes, and
+    /// `committable` calls in one thread's list at most.
+    lone_taker: bool,
     /// Per partition number: revokes of it begun so far.
     revokes_begun: Vec<AtomicU64>,
     /// Per partition number: revokes of it ended so far.
@@ -142,6 +249,23 @@ struct Shared<'a> {
     reported: Mutex<Vec<(u8, u64)>>,
     /// Offsets whose `ack` returned `Ok`.
     acked_ok: Mutex<HashSet<u64>>,
+    /// Every send that returned `Ok`, in the order they returned.
+    completed: Mutex<Vec<Done>>,
+    /// `clock_after` of the last committed flush (0: none yet); stored
+    /// under the `committed` lock.
+    commit_sealed: AtomicU64,
+}
+
+/// A send that returned `Ok`.
+#[derive(Clone, Copy, Debug)]
+struct Done {
+    partition: u8,
+    thread: usize,
+    seq: u64,
+    /// The `clock` value taken before the send.
+    start: u64,
+    /// Revokes of its partition ended before the send began.
+    ended_before: u64,
 }
 
 /// Per record `(partition, seq)` of one thread: the revokes of its
@@ -155,6 +279,9 @@ struct Sealed {
     done_before: Vec<(u8, u64)>,
     /// `clock` read after `begin_flush` returned.
     clock_after: u64,
+    /// How many sends had returned `Ok` (`Shared::completed`) before
+    /// `begin_flush` began.
+    completed: usize,
 }
 
 /// What a thread leaves behind.
@@ -204,6 +331,8 @@ pub fn run_threaded(data: &[u8]) {
 /// checks the end state. Panics on a violation.
 pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &[Vec<ThreadOp>]) {
     let tracker = build_tracker(capacity, watermarks);
+    let revoking = (per_thread.iter().flatten())
+        .any(|op| matches!(op, ThreadOp::Revoke(_) | ThreadOp::Renew { .. }));
     let shared = Shared {
         tracker: &tracker,
         capacity,
@@ -223,13 +352,20 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
         marks: Mutex::default(),
         plain_calls: AtomicUsize::new(0),
         committable_records: AtomicU64::new(0),
-        revoking: (per_thread.iter().flatten()).any(|op| matches!(op, ThreadOp::Revoke(_))),
+        revoking,
+        lone_taker: !revoking
+            && (per_thread.iter())
+                .filter(|ops| ops.iter().any(|op| matches!(op, ThreadOp::Committable(_))))
+                .count()
+                <= 1,
         revokes_begun: (0..256).map(|_| AtomicU64::new(0)).collect(),
         revokes_ended: (0..256).map(|_| AtomicU64::new(0)).collect(),
         spans: per_thread.iter().map(|_| Mutex::default()).collect(),
         released: AtomicUsize::new(0),
         reported: Mutex::default(),
         acked_ok: Mutex::default(),
+        completed: Mutex::default(),
+        commit_sealed: AtomicU64::new(0),
     };
     let barrier = Barrier::new(per_thread.len());
     let mut outcomes: Vec<Outcome> = std::thread::scope(|s| {
@@ -258,7 +394,6 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
     let sent: usize = outcomes.iter().map(|o| o.sent).sum();
     let resolved: usize = outcomes.iter().map(|o| o.resolved).sum();
     let in_flight = tracker.in_flight();
-    let revoking = shared.revoking;
     if revoking {
         let released = shared.released.load(Ordering::SeqCst);
         if !watermarks {
@@ -339,11 +474,11 @@ pub fn run_threaded_ops(capacity: Option<usize>, watermarks: bool, per_thread: &
         assert_eq!(tracker.in_flight(), 0);
         // Every life ended: the final flush has nothing to report or fail.
         let mut flush = tracker.begin_flush().expect("no flush is alive any more");
-        let mut result = flush.wait(Duration::ZERO);
+        let mut result = flush.wait(Duration::ZERO).map(plain);
         if result == Err(FlushError::Interrupted) {
             flush.abort();
             flush = tracker.begin_flush().expect("no flush is alive any more");
-            result = flush.wait(Duration::ZERO);
+            result = flush.wait(Duration::ZERO).map(plain);
         }
         assert_eq!(
             result,

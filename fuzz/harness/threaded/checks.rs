@@ -4,7 +4,7 @@
 //! watermarks once every record is resolved).
 
 use super::super::{Offsets, State};
-use super::{decode, encode, Outcome, Sealed, Shared, SHARED};
+use super::{decode, encode, plain, Key, Outcome, Sealed, Shared, Stamp, SHARED};
 use inflight::{Committable, FlushError, Tracker};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
@@ -71,6 +71,7 @@ impl Shared<'_> {
         // read after the previous flush's push: that push precedes the end of
         // the previous flush, which precedes our `begin_flush`.)
         let committed = self.committed.lock().unwrap();
+        let commit_sealed = self.commit_sealed.load(Ordering::SeqCst);
         for &(partition, seq) in &sealed.done_before {
             let thread = usize::from(partition / 2);
             if self.may_be_revoked(thread, partition, seq) {
@@ -98,6 +99,57 @@ impl Shared<'_> {
             assert!(
                 started < sealed.clock_after,
                 "flush returned {partition}:{seq} of thread {thread}, sent after it was sealed"
+            );
+        }
+        self.check_reached(offsets, sealed, commit_sealed);
+    }
+
+    /// An `Ok` wait reports every partition `p` that has a send `S` it must
+    /// reach, and with an offset of `S`'s life. `S` is one that returned
+    /// `Ok` before `begin_flush` began (so the flush covers it, unless a
+    /// committed flush did), that began after the last committed flush was
+    /// sealed (`commit_sealed`: no committed flush covered it), and such
+    /// that every revoke of `p` begun by now (after the wait returned) had
+    /// ended before `S` began: no revoke released `S` or ended its life,
+    /// and the wait being `Ok`, `S` was acked (a failure of a covered
+    /// record of a current life makes it `Failed`). The offset reported for
+    /// `p` must not be of a record whose send returned before a revoke of
+    /// `p` began that ended before `S` began (an ended life). A send of the
+    /// ended life that raced a revoke and installed its record after `S`'s
+    /// (issue 25) must not erase `S`'s offset.
+    fn check_reached(&self, offsets: &Offsets, sealed: &Sealed, commit_sealed: u64) {
+        let completed = self.completed.lock().unwrap();
+        let mut checked: BTreeSet<u8> = BTreeSet::new();
+        for done in completed[..sealed.completed].iter().rev() {
+            let partition = done.partition;
+            if checked.contains(&partition) {
+                continue;
+            }
+            let life = self.begun(partition);
+            if done.ended_before != life || done.start < commit_sealed {
+                continue;
+            }
+            checked.insert(partition);
+            let Some(&offset) = offsets.get(&partition) else {
+                panic!(
+                    "partition {partition}: the flush returned nothing, but {}:{} of thread {} \
+                     (after {life} revokes of it, none since) completed before begin_flush \
+                     and no committed flush covered it: {offsets:?}",
+                    partition, done.seq, done.thread
+                );
+            };
+            let (thread, seq) = decode(offset);
+            let spans = self.spans[thread].lock().unwrap();
+            let begun_after = spans.get(&(partition, seq)).map_or(u64::MAX, |s| s.1);
+            drop(spans);
+            assert!(
+                begun_after >= life,
+                "partition {partition}: the flush returned {seq} of thread {thread}, of a \
+                 life that ended ({begun_after} revokes begun when it was sent, {life} ended \
+                 before {}:{} of thread {} was sent)",
+                partition,
+                done.seq,
+                done.thread
             );
         }
     }
@@ -157,16 +209,22 @@ impl Shared<'_> {
     }
 
     /// Checks the statistics of a `committable_with_stats` call, then
-    /// counts its records.
-    pub(super) fn check_stats(&self, now: &Committable<u8, u64>) {
+    /// counts its records. `alone`: no other call could take a watermark
+    /// meanwhile.
+    pub(super) fn check_stats(&self, now: &Committable<Key, Stamp>, alone: bool) {
         if !self.watermarks {
             assert!(now.offsets.is_empty() && now.stopped.is_empty());
             assert_eq!((now.committable_records, now.uncommittable_records), (0, 0));
-            assert_eq!((now.partitions_in_flight, now.largest_backlog), (0, None));
+            assert_eq!((now.partitions_in_flight, &now.largest_backlog), (0, &None));
             return;
         }
+        // Each advance covers an acked record, but its count is reported
+        // by whoever takes a watermark of the partition first: a call that
+        // took an older one may find its count already reported with a
+        // newer one, by another `committable` call or by a revoke (which
+        // reports the mark it hands over). So only for a lone taker.
         assert!(
-            now.committable_records >= now.offsets.len() as u64,
+            !alone || now.committable_records >= now.offsets.len() as u64,
             "{now:?}: an advance covers an acked record"
         );
         let busy = now.uncommittable_records > 0;
@@ -182,7 +240,7 @@ impl Shared<'_> {
             ),
         }
         let failing = self.failing.lock().unwrap();
-        let stopped: BTreeSet<u8> = now.stopped.iter().copied().collect();
+        let stopped: BTreeSet<u8> = now.stopped.iter().map(|p| p.0).collect();
         assert_eq!(stopped.len(), now.stopped.len(), "{now:?}: stopped twice");
         assert!(
             stopped.is_subset(&failing),
@@ -197,18 +255,18 @@ impl Shared<'_> {
 /// returns `Failed { failed: all fails }`, or else, for each partition, its
 /// last offset exactly when no committed flush returned it.
 pub(super) fn final_flush(
-    tracker: &Tracker<u8, u64>,
+    tracker: &Tracker<Key, Stamp>,
     committed: Vec<Offsets>,
     last: &[HashMap<u8, u64>],
     failed: usize,
 ) {
     let mut flush = tracker.begin_flush().expect("no flush is alive any more");
-    let mut result = flush.wait(Duration::ZERO);
+    let mut result = flush.wait(Duration::ZERO).map(plain);
     if result == Err(FlushError::Interrupted) {
         // A leftover interrupt; it is delivered once.
         flush.abort();
         flush = tracker.begin_flush().expect("no flush is alive any more");
-        result = flush.wait(Duration::ZERO);
+        result = flush.wait(Duration::ZERO).map(plain);
     }
     if failed > 0 {
         assert_eq!(result, Err(FlushError::Failed { failed }));
@@ -260,8 +318,52 @@ pub(super) fn final_flush(
         );
     }
     let mut flush = tracker.begin_flush().expect("no flush is alive");
-    assert_eq!(flush.wait(Duration::ZERO), Ok(Offsets::new()));
+    assert_eq!(flush.wait(Duration::ZERO).map(plain), Ok(Offsets::new()));
     assert_eq!(flush.commit(), Ok(()));
+}
+
+/// At rest, on a watermark tracker: a revoked partition whose last life has
+/// a record that surely belongs to it (its send began after every revoke
+/// of the partition had ended), with no failed record that may belong to it
+/// (one whose send returned after the last revoke began), has a watermark
+/// of that life among `marks` (every `committable` call's, the one at rest
+/// included): a record whose send returned after the last revoke began.
+/// Its records are all acked, and a stale send of the ended life that
+/// raced a revoke (issue 25) must not hold the watermark back or take its
+/// place.
+fn check_last_lives(shared: &Shared<'_>, outcomes: &[Outcome], marks: &[(u8, u64)]) {
+    let partitions = (0..2 * outcomes.len() as u8).chain([SHARED]);
+    for partition in partitions {
+        let life = shared.begun(partition);
+        if life == 0 {
+            continue;
+        }
+        let (mut surely, mut failed) = (None, false);
+        for (thread, outcome) in outcomes.iter().enumerate() {
+            let spans = shared.spans[thread].lock().unwrap();
+            for (seq, state) in outcome.of(partition) {
+                let (ended_before, begun_after) = spans[&(partition, seq)];
+                if ended_before == life {
+                    surely = Some((thread, seq));
+                }
+                failed |= begun_after >= life && state == State::Failed;
+            }
+        }
+        let (Some((thread, seq)), false) = (surely, failed) else {
+            continue;
+        };
+        let of_last_life = |&&(p, offset): &&(u8, u64)| {
+            let (sender, sent) = decode(offset);
+            let spans = shared.spans[sender].lock().unwrap();
+            p == partition && spans.get(&(p, sent)).map_or(u64::MAX, |s| s.1) >= life
+        };
+        assert!(
+            marks.iter().any(|mark| of_last_life(&mark)),
+            "partition {partition}: no watermark of its last life (after {life} revokes), \
+             though {partition}:{seq} of thread {thread} is of it and all of it is acked: \
+             {marks:?}"
+        );
+    }
 }
 
 /// With every record resolved and every thread joined: the watermarks have
@@ -272,8 +374,9 @@ pub(super) fn final_flush(
 pub(super) fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]) {
     let tracker = shared.tracker;
     let now = tracker.committable_with_stats();
-    shared.check_stats(&now);
-    shared.check_marks(&now.offsets, &mut HashMap::new());
+    shared.check_stats(&now, true);
+    let offsets = plain(now.offsets.clone());
+    shared.check_marks(&offsets, &mut HashMap::new());
     if !shared.watermarks {
         return;
     }
@@ -289,7 +392,7 @@ pub(super) fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]
             }
         }
     }
-    let stopped: BTreeSet<u8> = now.stopped.iter().copied().collect();
+    let stopped: BTreeSet<u8> = now.stopped.iter().map(|p| p.0).collect();
     assert!(
         stopped.is_subset(&failed_on),
         "stopped {stopped:?}, failed on {failed_on:?}"
@@ -306,6 +409,7 @@ pub(super) fn check_watermarks_at_rest(shared: &Shared<'_>, outcomes: &[Outcome]
     let marks = shared.marks.lock().unwrap();
     let distinct: BTreeSet<(u8, u64)> = marks.iter().copied().collect();
     assert_eq!(distinct.len(), marks.len(), "an advance returned twice");
+    check_last_lives(shared, outcomes, &marks);
     // Per partition and sender: the newest seq any call returned.
     let mut newest: HashMap<(u8, usize), u64> = HashMap::new();
     for &(partition, offset) in marks.iter() {

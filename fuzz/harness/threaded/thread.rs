@@ -1,25 +1,64 @@
 //! One thread of the `threaded` target: `Shared::run` runs its list of
-//! [`ThreadOp`]s, checks each result as it comes (with the invariants of
-//! `checks.rs`), and keeps the bookkeeping the end state needs
-//! ([`Outcome`]).
+//! [`ThreadOp`]s (a [`ThreadOp::Renew`] as the steps it stands for),
+//! checks each result as it comes (with the invariants of `checks.rs`), and
+//! keeps the bookkeeping the end state needs ([`Outcome`]).
 
 use super::super::{peek_raw, Offsets, State};
-use super::{encode, Outcome, Sealed, Shared, ThreadOp, SHARED};
+use super::{
+    encode, plain, Done, Key, Outcome, Sealed, Shared, Slow, Stamp, ThreadOp, SHARED, SLOW,
+};
 use inflight::{BeginFlushError, DrainError, Flush, FlushError, ResolveError, SendError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// One step of a thread: an operation, or the ack of the newest live
+/// ticket (a step of [`ThreadOp::Renew`]).
+enum Step {
+    Op(ThreadOp),
+    AckNewest,
+}
+
 impl Shared<'_> {
+    /// The steps `ops` stand for: each is one, but a [`ThreadOp::Renew`]
+    /// (a revoke of the shared partition, a send there, maybe its ack, a
+    /// flush and a wait).
+    fn steps(&self, ops: &[ThreadOp]) -> Vec<Step> {
+        // The index `ThreadOp::Revoke` picks the shared partition by.
+        let shared = (2 * self.unacked.len()) as u8;
+        let mut steps = Vec::with_capacity(ops.len());
+        for op in ops {
+            match *op {
+                ThreadOp::Renew { ack, flush } => {
+                    steps.push(Step::Op(ThreadOp::Revoke(shared)));
+                    steps.push(Step::Op(ThreadOp::Send {
+                        shared: true,
+                        second: false,
+                    }));
+                    if ack {
+                        steps.push(Step::AckNewest);
+                        if flush {
+                            steps.push(Step::Op(ThreadOp::Begin));
+                            steps.push(Step::Op(ThreadOp::Wait(true)));
+                        }
+                    }
+                }
+                ref other => steps.push(Step::Op(other.clone())),
+            }
+        }
+        steps
+    }
+
     /// Runs `ops` as thread `thread`, checking each result as it comes;
     /// returns what the thread leaves behind.
     pub(super) fn run(&self, thread: usize, ops: &[ThreadOp]) -> Outcome {
         let tracker = self.tracker;
-        let mut flush: Option<Flush<'_, u8, u64>> = None;
+        let mut flush: Option<Flush<'_, Key, Stamp>> = None;
         let mut sealed = Sealed {
             done_before: Vec::new(),
             clock_after: 0,
+            completed: 0,
         };
         let mut ready: Option<Offsets> = None;
         // Raw tickets of records resolved, and whether a revoke may have
@@ -37,15 +76,29 @@ impl Shared<'_> {
         };
         let mut seq = 0_u64;
         let unacked = &self.unacked[thread];
-        for op in ops {
-            match *op {
-                ThreadOp::Send { shared, second } => {
+        for step in self.steps(ops) {
+            let op = match step {
+                Step::Op(op) => op,
+                Step::AckNewest => {
+                    if let Some(newest) = out.tickets.len().checked_sub(1) {
+                        self.resolve_ticket(thread, &mut out, &mut stale, newest, false);
+                    }
+                    continue;
+                }
+            };
+            match op {
+                ThreadOp::Send { shared, second } | ThreadOp::SlowSend { shared, second, .. } => {
                     let partition = if shared {
                         SHARED
                     } else {
                         (2 * thread + usize::from(second)) as u8
                     };
                     seq += 1;
+                    let slow = match op {
+                        ThreadOp::SlowSend { entered: true, .. } => Slow::Partition,
+                        ThreadOp::SlowSend { entered: false, .. } => Slow::Offset,
+                        _ => Slow::No,
+                    };
                     let ended_before =
                         self.revokes_ended[usize::from(partition)].load(Ordering::SeqCst);
                     (self.spans[thread].lock().unwrap())
@@ -56,12 +109,22 @@ impl Shared<'_> {
                         .lock()
                         .unwrap()
                         .insert((partition, seq), start);
-                    match tracker.send(partition, encode(thread, seq)) {
+                    SLOW.with(|s| s.set(slow));
+                    let sent = tracker.send(Key(partition), Stamp(encode(thread, seq)));
+                    SLOW.with(|s| s.set(Slow::No));
+                    match sent {
                         Ok(ticket) => {
                             let begun_after = self.begun(partition);
                             let mut spans = self.spans[thread].lock().unwrap();
                             spans.get_mut(&(partition, seq)).expect("span").1 = begun_after;
                             drop(spans);
+                            self.completed.lock().unwrap().push(Done {
+                                partition,
+                                thread,
+                                seq,
+                                start,
+                                ended_before,
+                            });
                             if !shared {
                                 self.done[thread][usize::from(second)].store(seq, Ordering::SeqCst);
                             }
@@ -72,7 +135,10 @@ impl Shared<'_> {
                         }
                         Err(error) => {
                             let full = matches!(error, SendError::Full(..));
-                            assert_eq!(error.into_inner(), (partition, encode(thread, seq)));
+                            assert_eq!(
+                                error.into_inner(),
+                                (Key(partition), Stamp(encode(thread, seq)))
+                            );
                             if full {
                                 assert!(self.capacity.is_some(), "Full without a capacity");
                             } else {
@@ -86,17 +152,9 @@ impl Shared<'_> {
                     if out.tickets.is_empty() {
                         continue;
                     }
-                    let (ticket, id) = out.tickets.swap_remove(i as usize % out.tickets.len());
-                    let raw = peek_raw(&ticket);
+                    let index = i as usize % out.tickets.len();
                     let fail = matches!(op, ThreadOp::Fail(_));
-                    self.resolving(unacked, &mut out, id, fail);
-                    let result = if fail {
-                        tracker.fail(ticket)
-                    } else {
-                        tracker.ack(ticket)
-                    };
-                    let ok = self.resolved(thread, &mut out, id, fail, result);
-                    stale.push((raw, !ok));
+                    self.resolve_ticket(thread, &mut out, &mut stale, index, fail);
                 }
                 ThreadOp::IntoRaw(i) => {
                     if !out.tickets.is_empty() {
@@ -139,6 +197,7 @@ impl Shared<'_> {
                     }
                 }
                 ThreadOp::Begin => {
+                    let completed = self.completed.lock().unwrap().len();
                     let done_before = (self.done.iter().enumerate())
                         .flat_map(|(t, done)| {
                             (0..2).map(move |i| ((2 * t + i) as u8, done[i].load(Ordering::SeqCst)))
@@ -150,6 +209,7 @@ impl Shared<'_> {
                             sealed = Sealed {
                                 done_before,
                                 clock_after: self.clock.load(Ordering::SeqCst),
+                                completed,
                             };
                             assert!(flush.is_none(), "begin_flush while this thread holds one");
                             assert!(!self.holder.swap(true, Ordering::SeqCst), "two flushes");
@@ -162,7 +222,7 @@ impl Shared<'_> {
                 }
                 ThreadOp::Wait(park) => {
                     let Some(flush) = &mut flush else { continue };
-                    match flush.wait(short(park)) {
+                    match flush.wait(short(park)).map(plain) {
                         Ok(offsets) => {
                             self.check_ok(&offsets, &sealed);
                             if let Some(before) = &ready {
@@ -205,6 +265,7 @@ impl Shared<'_> {
                             Some(offsets) => {
                                 assert_eq!(result, Ok(()));
                                 committed.push(offsets);
+                                (self.commit_sealed).store(sealed.clock_after, Ordering::SeqCst);
                             }
                             None => assert_eq!(result, Err(FlushError::NotReady)),
                         }
@@ -231,11 +292,11 @@ impl Shared<'_> {
                 ThreadOp::Committable(stats) => {
                     let offsets = if stats {
                         let now = tracker.committable_with_stats();
-                        self.check_stats(&now);
-                        now.offsets
+                        self.check_stats(&now, self.lone_taker);
+                        plain(now.offsets)
                     } else {
                         self.plain_calls.fetch_add(1, Ordering::SeqCst);
-                        tracker.committable()
+                        plain(tracker.committable())
                     };
                     self.check_marks(&offsets, &mut last_mark);
                 }
@@ -264,6 +325,7 @@ impl Shared<'_> {
                     };
                     self.revoke(partition);
                 }
+                ThreadOp::Renew { .. } => unreachable!("expanded by `steps`"),
             }
         }
         if let Some(flush) = flush.take() {
@@ -276,15 +338,37 @@ impl Shared<'_> {
     /// Revokes `partition` and checks what it returned.
     pub(super) fn revoke(&self, partition: u8) -> usize {
         self.revokes_begun[usize::from(partition)].fetch_add(1, Ordering::SeqCst);
-        let revoked = self.tracker.revoke(&partition);
+        let revoked = self.tracker.revoke(&Key(partition));
         self.revokes_ended[usize::from(partition)].fetch_add(1, Ordering::SeqCst);
         self.released.fetch_add(revoked.released, Ordering::SeqCst);
-        if let Some(offset) = revoked.committable {
+        if let Some(Stamp(offset)) = revoked.committable {
             assert!(self.watermarks, "Revoked::committable without watermarks");
             self.check_acked("revoke", partition, offset);
             self.marks.lock().unwrap().push((partition, offset));
         }
         revoked.released
+    }
+
+    /// `ack` (or `fail`) of live ticket `index` of `out`, checked; its raw
+    /// value goes to `stale`, with whether a revoke may have released it.
+    fn resolve_ticket(
+        &self,
+        thread: usize,
+        out: &mut Outcome,
+        stale: &mut Vec<(u64, bool)>,
+        index: usize,
+        fail: bool,
+    ) {
+        let (ticket, id) = out.tickets.swap_remove(index);
+        let raw = peek_raw(&ticket);
+        self.resolving(&self.unacked[thread], out, id, fail);
+        let result = if fail {
+            self.tracker.fail(ticket)
+        } else {
+            self.tracker.ack(ticket)
+        };
+        let ok = self.resolved(thread, out, id, fail, result);
+        stale.push((raw, !ok));
     }
 
     /// This thread's unresolved records that no revoke may have released.
