@@ -213,8 +213,10 @@ impl fmt::Display for FlushError {
 
 impl std::error::Error for FlushError {}
 
-/// Why [`Tracker::drain`](crate::Tracker::drain) (or `drain_async`) did not
-/// see everything resolved: all that can come from a drain, which commits
+/// Why [`Tracker::drain`](crate::Tracker::drain) (or `drain_async`,
+/// [`drain_partition`](crate::Tracker::drain_partition),
+/// `drain_partition_async`) did not see everything resolved: all that can
+/// come from a drain, which commits
 /// nothing (so neither `Failed` nor `NotReady`, as a flush can).
 ///
 /// ```
@@ -266,8 +268,7 @@ impl fmt::Display for DrainError {
 impl std::error::Error for DrainError {}
 
 impl From<DrainError> for FlushError {
-    /// The same meaning, as the error type shared with flushes and
-    /// `drain_partition`.
+    /// The same meaning, as the error type of flushes.
     fn from(error: DrainError) -> FlushError {
         match error {
             DrainError::Timeout { pending } => FlushError::Timeout { pending },

@@ -81,7 +81,7 @@ use crate::partition::Lifecycle;
 use crate::slab::{status_of_state, tag, LIVE};
 use crate::sync::Ordering;
 use crate::watermark::{newer, Watermarks};
-use crate::{FlushError, Tracker};
+use crate::{DrainError, Tracker};
 use std::borrow::Borrow;
 use std::future::Future;
 use std::hash::Hash;
@@ -349,7 +349,7 @@ where
     /// });
     /// assert_eq!(tracker.revoke("p").committable, Some(1));
     /// ```
-    pub fn drain_partition<Q>(&self, partition: &Q, timeout: Duration) -> Result<(), FlushError>
+    pub fn drain_partition<Q>(&self, partition: &Q, timeout: Duration) -> Result<(), DrainError>
     where
         P: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -358,6 +358,7 @@ where
             return Ok(());
         };
         self.block_until_drained(timeout, || Ok(watch.pending(self)))
+            .map_err(DrainError::from_wait)
     }
 
     /// The async [`drain_partition`](Self::drain_partition), for any
@@ -380,7 +381,7 @@ where
     pub fn drain_partition_async<Q>(
         &self,
         partition: &Q,
-    ) -> impl Future<Output = Result<(), FlushError>> + Send + '_
+    ) -> impl Future<Output = Result<(), DrainError>> + Send + '_
     where
         P: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -389,7 +390,9 @@ where
         async move {
             match watch {
                 None => Ok(()),
-                Some(watch) => crate::future::until(self, || Ok(watch.pending(self))).await,
+                Some(watch) => crate::future::until(self, || Ok(watch.pending(self)))
+                    .await
+                    .map_err(DrainError::from_wait),
             }
         }
     }

@@ -2,7 +2,7 @@
 //! restart after a failure) releases a partition's unresolved records and
 //! starts its next life; `drain_partition` waits for one partition only.
 
-use inflight::{FlushError, ResolveError, SendError, Ticket, Tracker};
+use inflight::{DrainError, FlushError, ResolveError, SendError, Ticket, Tracker};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::pin;
@@ -245,7 +245,7 @@ fn drain_partition_waits_for_one_partition_only() {
         let q = tracker.send("q", 9_u64).unwrap();
         assert_eq!(
             tracker.drain_partition("p", Duration::ZERO),
-            Err(FlushError::Timeout { pending: 2 })
+            Err(DrainError::Timeout { pending: 2 })
         );
         assert_eq!(tracker.drain_partition("nobody", Duration::ZERO), Ok(()));
         std::thread::scope(|s| {
@@ -264,7 +264,7 @@ fn drain_partition_waits_for_one_partition_only() {
         tracker.interrupt();
         assert_eq!(
             tracker.drain_partition("p", FOREVER),
-            Err(FlushError::Interrupted)
+            Err(DrainError::Interrupted)
         );
         tracker.ack(late).unwrap();
         tracker.ack(q).unwrap();

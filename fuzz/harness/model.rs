@@ -122,7 +122,7 @@
 
 use super::user::{Off, Part};
 use super::{raw_id, Offsets, State};
-use inflight::{BeginFlushError, Committable, FlushError, ResolveError, NO_POSITION};
+use inflight::{BeginFlushError, Committable, DrainError, FlushError, ResolveError, NO_POSITION};
 use std::collections::BTreeMap;
 
 /// The raw ticket of a record whose ticket no one got: a progress
@@ -479,19 +479,19 @@ impl Model {
     }
 
     /// `drain_partition(partition, ZERO)` (see the module docs).
-    pub(super) fn drain_partition(&mut self, partition: u8) -> Result<(), FlushError> {
+    pub(super) fn drain_partition(&mut self, partition: u8) -> Result<(), DrainError> {
         if !self.numbers.contains(&partition) {
             return Ok(());
         }
         if std::mem::take(&mut self.interrupt) {
-            return Err(FlushError::Interrupted);
+            return Err(DrainError::Interrupted);
         }
         let pending = (self.records.iter())
             .filter(|r| r.partition == partition && self.in_flight_record(r))
             .count();
         match pending {
             0 => Ok(()),
-            pending => Err(FlushError::Timeout { pending }),
+            pending => Err(DrainError::Timeout { pending }),
         }
     }
 
