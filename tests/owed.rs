@@ -340,3 +340,31 @@ fn send_timeout_waits_for_the_budget_across_many_acks() {
         tracker.ack(ticket).unwrap();
     });
 }
+
+#[test]
+fn a_new_life_takes_an_ended_lifes_debt_over() {
+    let tracker = bounded(1);
+    let first = tracker.send("p", 1).unwrap();
+    assert!(matches!(tracker.send("p", 5), Err(SendError::Full("p", 5))));
+    // `first` is released, its permit back; q takes it.
+    let _ = tracker.revoke(&"p");
+    let other = tracker.send("q", 1).unwrap();
+    // The new life's first send is refused before anything links: it
+    // takes the ended life's debt over, and owes 9.
+    assert!(matches!(tracker.send("p", 9), Err(SendError::Full("p", 9))));
+    assert!(matches!(
+        tracker.send("p", 10),
+        Err(SendError::OutOfOrder("p", 10))
+    ));
+    // The ended life's offset is nothing now.
+    assert!(matches!(
+        tracker.send("p", 5),
+        Err(SendError::OutOfOrder("p", 5))
+    ));
+    tracker.ack(other).unwrap();
+    let owed = tracker.send("p", 9).unwrap();
+    tracker.ack(owed).unwrap();
+    let next = tracker.send("p", 10).unwrap();
+    tracker.ack(next).unwrap();
+    assert_eq!(tracker.ack(first), Err(inflight::ResolveError::Revoked));
+}

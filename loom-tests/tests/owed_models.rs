@@ -53,73 +53,146 @@ fn send(tracker: &T, offset: u64) -> Sent {
     }
 }
 
-/// O1. Offset 1 is refused at capacity (owed) while another thread acks 0
-/// (freeing the permit) and sends 2. If 1 was refused `Full`, 2 is never
-/// accepted (it would make 1 a gap, done unprocessed); if 1 was refused
-/// for order, 2 was linked or owed before it. Afterwards the debt still
-/// holds: 3 is refused until the owed offset is sent, and the progress
-/// never reports 1 done before its ack. Mutants `owed_forgotten` (a
-/// refusal owes nothing) and `owed_unchecked` (the debt is set without
-/// checking the tail it was decided against) are caught here.
+/// Offset `low` of p is refused at capacity (owed) while another thread
+/// acks `held` (freeing the permit) and sends `low + 1`. If `low` was
+/// refused `Full`, `low + 1` is never accepted (it would make `low` a gap,
+/// done unprocessed); if `low` was refused for order, `low + 1` was linked
+/// or owed before it. Afterwards the debt still holds: `low + 2` is
+/// refused until the owed offset is sent, and the progress never reports
+/// `low` done before its ack.
+fn owed_vs_higher(tracker: Arc<T>, held: Ticket, low: u64) {
+    let (high, later) = (low + 1, low + 2);
+    let t2 = tracker.clone();
+    let other = thread::spawn(move || {
+        t2.ack(held).unwrap();
+        send(&t2, high)
+    });
+    let first = send(&tracker, low);
+    let second = other.join().unwrap();
+    match (first, second) {
+        (Sent::Full, Sent::Accepted(_)) => {
+            panic!("{high} accepted though {low} was refused Full (owed)")
+        }
+        (Sent::Full, _) => {
+            // `low` is owed: nothing else of p goes through.
+            assert!(matches!(send(&tracker, later), Sent::OutOfOrder));
+            if let Some(progress) = tracker.progress().get("p") {
+                assert!(!progress.is_done(low), "{low} done unsent: {progress:?}");
+            }
+            let Sent::Accepted(first) = send(&tracker, low) else {
+                panic!("the owed offset refused with the permit free");
+            };
+            tracker.ack(first).unwrap();
+            let Sent::Accepted(next) = send(&tracker, later) else {
+                panic!("{later} refused once {low} was sent");
+            };
+            tracker.ack(next).unwrap();
+            assert_eq!(tracker.progress()["p"].next(), later + 1);
+        }
+        // `low` refused for order: `high` was linked first, or owed first
+        // (its refusal at capacity while the send of `low` held the permit,
+        // before it backed out).
+        (Sent::OutOfOrder, Sent::OutOfOrder) => panic!("{low} and {high} both out of order"),
+        (Sent::OutOfOrder, Sent::Accepted(second)) => tracker.ack(second).unwrap(),
+        (Sent::OutOfOrder, Sent::Full) => {
+            assert!(matches!(send(&tracker, later), Sent::OutOfOrder));
+            let Sent::Accepted(second) = send(&tracker, high) else {
+                panic!("the owed {high} refused with the permit free");
+            };
+            tracker.ack(second).unwrap();
+        }
+        (Sent::Accepted(first), second) => {
+            // `high` refused at capacity (owed) or accepted after the ack
+            // of `low`: never out of order.
+            assert!(
+                !matches!(second, Sent::OutOfOrder),
+                "{high} after {low}: in order"
+            );
+            tracker.ack(first).unwrap();
+            match second {
+                Sent::Accepted(second) => tracker.ack(second).unwrap(),
+                _ => {
+                    let Sent::Accepted(second) = send(&tracker, high) else {
+                        panic!("the owed {high} refused with the permit free");
+                    };
+                    tracker.ack(second).unwrap();
+                }
+            }
+        }
+    }
+    assert_eq!(tracker.in_flight(), 0);
+}
+
+/// O1. [`owed_vs_higher`] with 1 and 2, the permit held by 0. Mutants
+/// `owed_forgotten` (a refusal owes nothing) and `owed_unchecked` (the
+/// debt is set without checking the tail it was decided against) are
+/// caught here.
 #[test]
 fn owed_offset_vs_higher_send_of_the_same_partition() {
     run_model("owed_offset_vs_higher_send_of_the_same_partition", || {
         let tracker = bounded();
         let zero = tracker.send("p", seq(0)).unwrap();
+        owed_vs_higher(tracker, zero, 1);
+    });
+}
+
+/// O4. [`owed_vs_higher`] with 9 and 10 in a new life of p, whose ended
+/// life owes 5 (refused at capacity before the revoke), the permit held
+/// by a record of q: the refusal of 9 takes the ended life's debt over
+/// (clearing the flag, then setting its own) while 10 may link.
+#[test]
+fn takeover_of_an_ended_lifes_debt_vs_higher_send() {
+    run_model("takeover_of_an_ended_lifes_debt_vs_higher_send", || {
+        let tracker = bounded();
+        let one = tracker.send("p", seq(1)).unwrap();
+        assert!(matches!(send(&tracker, 5), Sent::Full));
+        let _ = tracker.revoke(&"p");
+        assert!(tracker.ack(one).is_err(), "released by the revoke");
+        let held = tracker.send("q", seq(1)).unwrap();
+        owed_vs_higher(tracker, held, 9);
+    });
+}
+
+/// O5. The ABA the debt's epoch guards against. Offset 5 of p is owed
+/// (refused at capacity), and a thread sends 5 again while the main thread
+/// revokes p and sends 9 of the new life, which the retry of 5 may refuse
+/// at capacity (it holds the permit): 9's refusal then takes the ended
+/// life's debt over, at the same tail record. The stale send of 5, if it
+/// read the old debt's word, must not link with it and clear the new debt:
+/// once 9 is refused `Full`, 10 is refused until 9 is sent. Mutant
+/// `owed_epochless` (a takeover's debt reuses the old word) is caught here.
+#[test]
+fn stale_owed_send_vs_revoke_and_takeover() {
+    run_model("stale_owed_send_vs_revoke_and_takeover", || {
+        let tracker = bounded();
+        let one = tracker.send("p", seq(1)).unwrap();
+        assert!(matches!(send(&tracker, 5), Sent::Full));
+        tracker.ack(one).unwrap();
         let t2 = tracker.clone();
-        let other = thread::spawn(move || {
-            t2.ack(zero).unwrap();
-            send(&t2, 2)
-        });
-        let one = send(&tracker, 1);
-        let two = other.join().unwrap();
-        match (one, two) {
-            (Sent::Full, Sent::Accepted(_)) => {
-                panic!("2 accepted though 1 was refused Full (owed)")
-            }
-            (Sent::Full, _) => {
-                // 1 is owed: nothing else of p goes through.
-                assert!(matches!(send(&tracker, 3), Sent::OutOfOrder));
-                if let Some(progress) = tracker.progress().get("p") {
-                    assert!(!progress.is_done(1), "1 done unsent: {progress:?}");
-                }
-                let Sent::Accepted(one) = send(&tracker, 1) else {
-                    panic!("the owed offset refused with the permit free");
+        let stale = thread::spawn(move || send(&t2, 5));
+        let _ = tracker.revoke(&"p");
+        let nine = send(&tracker, 9);
+        let five = stale.join().unwrap();
+        if matches!(nine, Sent::Full) {
+            // 9 is owed in the new life, whatever became of 5.
+            assert!(
+                matches!(send(&tracker, 10), Sent::OutOfOrder),
+                "the new life's debt of 9 was lost (5: {five:?})"
+            );
+        }
+        if let Sent::Accepted(five) = five {
+            let _ = tracker.ack(five); // `Revoked` if sent in the ended life
+        }
+        match nine {
+            Sent::Accepted(nine) => tracker.ack(nine).unwrap(),
+            Sent::Full => {
+                let Sent::Accepted(nine) = send(&tracker, 9) else {
+                    panic!("the owed 9 refused with the permit free");
                 };
-                tracker.ack(one).unwrap();
-                let Sent::Accepted(three) = send(&tracker, 3) else {
-                    panic!("3 refused once 1 was sent");
-                };
-                tracker.ack(three).unwrap();
-                assert_eq!(tracker.progress()["p"].next(), 4);
+                tracker.ack(nine).unwrap();
             }
-            // 1 refused for order: 2 was linked first, or owed first (its
-            // refusal at capacity while 1's send held the permit, before
-            // 1 backed out).
-            (Sent::OutOfOrder, Sent::OutOfOrder) => panic!("1 and 2 both out of order"),
-            (Sent::OutOfOrder, Sent::Accepted(two)) => tracker.ack(two).unwrap(),
-            (Sent::OutOfOrder, Sent::Full) => {
-                assert!(matches!(send(&tracker, 3), Sent::OutOfOrder));
-                let Sent::Accepted(two) = send(&tracker, 2) else {
-                    panic!("the owed 2 refused with the permit free");
-                };
-                tracker.ack(two).unwrap();
-            }
-            (Sent::Accepted(one), two) => {
-                // 2 refused at capacity (owed) or accepted after 1's ack:
-                // never out of order.
-                assert!(!matches!(two, Sent::OutOfOrder), "2 after 1: in order");
-                tracker.ack(one).unwrap();
-                match two {
-                    Sent::Accepted(two) => tracker.ack(two).unwrap(),
-                    _ => {
-                        let Sent::Accepted(two) = send(&tracker, 2) else {
-                            panic!("the owed 2 refused with the permit free");
-                        };
-                        tracker.ack(two).unwrap();
-                    }
-                }
-            }
+            // 5 linked (or owed) first in the new life.
+            Sent::OutOfOrder => {}
         }
         assert_eq!(tracker.in_flight(), 0);
     });

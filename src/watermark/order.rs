@@ -527,7 +527,14 @@ impl Watermarks {
                         claimed = true;
                         // The next debt at this record takes a new epoch,
                         // so that no CAS expecting the old one succeeds.
-                        epoch = owed_epoch(tail) + 1;
+                        // Mutant `owed_epochless` (loom suite only): it
+                        // takes the same, and a stalled sender of the old
+                        // debt's offset links and clears the new one.
+                        epoch = if cfg!(inflight_mutant = "owed_epochless") {
+                            owed_epoch(tail)
+                        } else {
+                            owed_epoch(tail) + 1
+                        };
                         tail = tail_word(node, tail_tag(tail), 0);
                     }
                     Err(now) => {
