@@ -537,6 +537,7 @@ impl<P, O> Resolving<'_, P, O> {
     fn settle_advance(&mut self) {
         if let Some(partition) = self.advance.take() {
             self.wakes |= self.tracker.advance_watermark(partition);
+            self.room |= self.tracker.budget_freed(partition);
         }
     }
 

@@ -23,6 +23,15 @@ pub enum SendError<P, O> {
     /// progress could outgrow the metadata budget (see
     /// [`Builder::progress`](crate::Builder::progress)) until its stuck
     /// record is acked.
+    ///
+    /// On a progress tracker the partition now **owes** the offset: every
+    /// later send of the partition is refused with
+    /// [`OutOfOrder`](SendError::OutOfOrder) until this offset is sent (or
+    /// the partition revoked), since an offset never sent below a sent one
+    /// would count as done. Retry it
+    /// ([`send_timeout`](crate::Tracker::send_timeout) and
+    /// [`send_async`](crate::Tracker::send_async) wait for room); to skip a
+    /// record for good, send it and ack it.
     Full(P, O),
     /// [`Tracker::close`](crate::Tracker::close) was called; no record is
     /// accepted any more.
@@ -31,7 +40,11 @@ pub enum SendError<P, O> {
     /// [`Builder::progress`](crate::Builder::progress)), the offset is not
     /// above every offset sent before it in the partition's current life
     /// (or it is no position at all, as a negative `i64`). Sending it would
-    /// make the offsets skipped before it count as done.
+    /// make the offsets skipped before it count as done. Also: the
+    /// partition owes another offset, refused before (see
+    /// [`Full`](SendError::Full)); send that one first (an offset below it
+    /// then counts as done, as any offset below a sent one does). To skip
+    /// a record for good, send it and ack it.
     OutOfOrder(P, O),
 }
 

@@ -33,6 +33,7 @@
 //! did not take stays for the next wait.
 
 use crate::flush::FlushState;
+use crate::send::Wait;
 use crate::waiter::WakerRegistration;
 use crate::{DrainError, Flush, FlushError, SendError, Ticket, Tracker};
 use std::collections::HashMap;
@@ -223,9 +224,14 @@ where
     /// [`send_timeout`](Self::send_timeout), for any executor. Where `send`
     /// would return [`SendError::Full`] because the capacity is reached, the
     /// future waits until a record is resolved (woken by that resolution)
-    /// and sends then. It resolves to `SendError::Closed` with the record
+    /// and sends then; on a [progress](crate::Builder::progress) tracker
+    /// it waits likewise for the partition's metadata budget (see
+    /// [`send_timeout`](Self::send_timeout)). It resolves to
+    /// `SendError::Closed` with the record
     /// after [`close`](Self::close) (which wakes it), and to
-    /// `SendError::Full` at once on a tracker without a capacity.
+    /// `SendError::Full` at once when the tracker's 2^24 − 1 slots or
+    /// partitions are all taken (nothing else refuses a tracker without a
+    /// capacity or progress).
     ///
     /// Cancel-safe: dropping the future before it is ready sends nothing
     /// (the record is dropped with it) and unregisters its waker. Use your
@@ -256,6 +262,7 @@ where
             tracker: self,
             record: Some((partition, offset)),
             registration: None,
+            flagged: false,
         }
     }
 
@@ -431,6 +438,8 @@ struct SendWhenRoom<'t, P, O> {
     record: Option<(P, O)>,
     /// This task's entry in the tracker's `room` registry, once it has one.
     registration: Option<WakerRegistration>,
+    /// Whether it flagged the budget since it last returned `Pending`.
+    flagged: bool,
 }
 
 // No field is pinned: the record moves in and out of its `Option` by value.
@@ -452,9 +461,9 @@ where
             let Some((partition, offset)) = this.record.take() else {
                 panic!("`send_async` future polled after it completed");
             };
-            let mut no_permit = false;
-            match tracker.send_noting(partition, offset, &mut no_permit) {
-                Err(SendError::Full(partition, offset)) if no_permit => {
+            let mut wait = Wait::Never;
+            match tracker.send_noting(partition, offset, &mut wait) {
+                Err(SendError::Full(partition, offset)) if wait != Wait::Never => {
                     this.record = Some((partition, offset));
                 }
                 done => {
@@ -467,8 +476,9 @@ where
                 Some(registration) => tracker.room.replace_waker(registration, cx.waker()),
                 None => this.registration = Some(tracker.room.register_waker(cx.waker())),
             }
-            // Registered: flag and look again (see `Tracker::want_room`).
-            if !tracker.want_room() {
+            // Registered: flag and look again (see `Tracker::must_park`).
+            if tracker.must_park(wait, &mut this.flagged) {
+                this.flagged = false;
                 return Poll::Pending;
             }
         }

@@ -94,6 +94,7 @@ where
             // the thread's already advancing) counts it out of both.
             debug_assert!(!resolved.freed);
             let drained = self.advance_watermark(resolved.partition);
+            let room = room | self.budget_freed(resolved.partition);
             // Wakers are user code: last.
             self.wake(drained || resolved.watched, room);
             return Ok(());
@@ -172,12 +173,26 @@ impl<P, O> Tracker<P, O> {
         )
     }
 
+    /// After [`advance_watermark`](Self::advance_watermark) of
+    /// `partition` (whose add to the partition's `work` orders this): on a
+    /// progress tracker, whether a sender waits for the partition's
+    /// metadata budget, which the resolution (or revoke) may have freed.
+    /// The caller then wakes the room's waiters, last.
+    #[inline]
+    pub(crate) fn budget_freed(&self, partition: u32) -> bool {
+        match (&self.watermarks, self.progress) {
+            (Some(watermarks), Some(_)) => watermarks.budget_freed(partition as usize),
+            _ => false,
+        }
+    }
+
     /// Fails the record `index` with `tag` on a watermark tracker, for a
     /// caller that is unwinding: no waker's panic escapes.
     pub(crate) fn fail_quietly(&self, index: usize, tag: u32) {
         if let Ok(resolved) = self.slots.resolve(index, tag, Outcome::Fail) {
             let room = self.return_permit();
             let drained = self.advance_watermark(resolved.partition);
+            let room = room | self.budget_freed(resolved.partition);
             self.wake_quietly(drained || resolved.watched, room);
         }
     }

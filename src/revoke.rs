@@ -212,6 +212,9 @@ where
         // On a watermark tracker the released records are passed now (or by
         // the thread advancing), which makes the ended life's watermark final.
         wakes |= self.advance_watermark(number);
+        // A sender waiting for the ended life's budget sends again, in the
+        // new life.
+        room |= self.budget_freed(number);
         // Records whose own sends released them, having raced this revoke
         // (or an earlier one): counted here, once. AcqRel: as there.
         released += lifecycle.released_late.swap(0, Ordering::AcqRel) as usize;
@@ -324,7 +327,8 @@ where
         };
         // AcqRel: a revoke's swap takes the count.
         lifecycle.released_late.fetch_add(1, Ordering::AcqRel);
-        (wakes | self.advance_watermark(partition), room)
+        let wakes = wakes | self.advance_watermark(partition);
+        (wakes, room | self.budget_freed(partition))
     }
 
     /// Waits, at most `timeout`, until every record of `partition` sent

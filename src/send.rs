@@ -51,17 +51,19 @@ where
     /// ```
     #[inline]
     pub fn send(&self, partition: P, offset: O) -> Result<Ticket, SendError<P, O>> {
-        self.send_noting(partition, offset, &mut false)
+        self.send_noting(partition, offset, &mut Wait::Never)
     }
 
-    /// [`send`](Self::send), setting `no_permit` when it returns `Full`
-    /// because the capacity is reached (not the slots or partitions).
+    /// [`send`](Self::send), setting `wait` to what a refusal with `Full`
+    /// may wait for: a permit (the capacity is reached) or the metadata
+    /// budget of a partition (not the slots or partitions: those are for
+    /// good).
     #[inline(always)]
     pub(crate) fn send_noting(
         &self,
         partition: P,
         offset: O,
-        no_permit: &mut bool,
+        wait: &mut Wait,
     ) -> Result<Ticket, SendError<P, O>> {
         // Relaxed: a fast path only; the re-check after entering decides.
         if self.closed.load(Ordering::Relaxed) {
@@ -85,6 +87,9 @@ where
         // the wakers woken when a revoke raced the send and the record
         // released itself: it no longer counts, so a panic strands nothing.
         let Some((number, lifecycle)) = self.partitions.number(&partition) else {
+            // No partition number, so no queue to owe the offset in: every
+            // later send of the partition is refused the same way until a
+            // number frees (see `Builder::progress`).
             return Err(SendError::Full(partition, offset));
         };
         // Acquire: pairs with a revoke's Release bump (see the re-check
@@ -92,12 +97,15 @@ where
         let life = lifecycle.life.load(Ordering::Acquire);
         let home = thread_index();
         let Some((index, slot)) = self.slots.alloc(home) else {
-            return Err(SendError::Full(partition, offset));
+            return Err(self.refuse_full(partition, offset, number, seq, life));
         };
         if !self.take_permit(home) {
             self.slots.recycle_slot(index, slot);
-            *no_permit = true;
-            return Err(SendError::Full(partition, offset));
+            let refused = self.refuse_full(partition, offset, number, seq, life);
+            if matches!(refused, SendError::Full(..)) {
+                *wait = Wait::Permit;
+            }
+            return Err(refused);
         }
         // Held in advance: once the partition cell points at the slot, a
         // newer record may release the hold at any moment; and queued, on a
@@ -138,14 +146,7 @@ where
             return Err(SendError::Closed(partition, offset));
         }
         if let Some(seq) = seq {
-            return self.send_in_order(
-                partition,
-                number,
-                lifecycle,
-                undo,
-                (tag, seq, life),
-                no_permit,
-            );
+            return self.send_in_order(partition, number, lifecycle, undo, (tag, seq, life), wait);
         }
         drop(partition); // user code: `undo` backs out if it panics
         std::mem::forget(undo);
@@ -157,6 +158,28 @@ where
             watermarks.link(&self.slots, number, index);
         }
         Ok(self.install_and_publish(generation, number, (index, slot), (tag, life), lifecycle))
+    }
+
+    /// The error for a send refused for want of a slot or permit. On a
+    /// progress tracker the partition owes the offset from now on (see
+    /// "Owed offsets" in `watermark::order`), unless it is out of order,
+    /// or another offset is owed: then the refusal is `OutOfOrder`. Runs no
+    /// user code.
+    #[cold]
+    fn refuse_full(
+        &self,
+        partition: P,
+        offset: O,
+        number: usize,
+        seq: Option<u64>,
+        life: u32,
+    ) -> SendError<P, O> {
+        if let (Some(seq), Some(watermarks)) = (seq, &self.watermarks) {
+            if watermarks.owe(&self.slots, number, seq, life).is_err() {
+                return SendError::OutOfOrder(partition, offset);
+            }
+        }
+        SendError::Full(partition, offset)
     }
 
     /// The last steps of every send, once nothing can refuse the record:
@@ -217,7 +240,7 @@ where
         lifecycle: &Lifecycle,
         undo: Undo<'_, P, O>,
         (tag, seq, life): (u32, u64, u32),
-        no_permit: &mut bool,
+        wait: &mut Wait,
     ) -> Result<Ticket, SendError<P, O>> {
         let (index, slot) = (undo.index, undo.slot);
         let Some((shard, generation)) = undo.entered else {
@@ -242,13 +265,18 @@ where
             let offset = undo.take_back();
             return match refusal {
                 Refusal::OutOfOrder => Err(SendError::OutOfOrder(partition, offset)),
-                Refusal::OverBudget => Err(SendError::Full(partition, offset)),
+                // Owed now (see `watermark::order`): a later send of the
+                // partition waits for this offset.
+                Refusal::OverBudget => {
+                    *wait = Wait::Budget(number);
+                    Err(SendError::Full(partition, offset))
+                }
                 // The partition was revoked since we read its life, and the
                 // new life has queued records: nothing of ours was seen, so
                 // the send starts again, in the new life, where its order
                 // and budget are decided against that life's records. Each
                 // retry follows a revoke that another thread completed.
-                Refusal::Stale => self.send_noting(partition, offset, no_permit),
+                Refusal::Stale => self.send_noting(partition, offset, wait),
             };
         }
         std::mem::forget(undo);
@@ -268,9 +296,14 @@ where
     /// bounded tracker: where `send` would return [`SendError::Full`]
     /// because [`capacity`](Self::capacity) records are in flight, this
     /// waits until one is resolved (woken by it, not by polling) and sends
-    /// then. On timeout the record comes back in `SendError::Full`, as it
-    /// does at once from a tracker without a capacity (whose `Full` means
-    /// its 2^24 − 1 slots or partitions are all taken); after
+    /// then. On a [progress](crate::Builder::progress) tracker it waits
+    /// likewise for the partition's metadata budget, woken by a resolution
+    /// (or revoke) of the partition's records; the offset it waits with is
+    /// owed by then (see [`SendError::Full`]), and stays owed if it gives
+    /// up. On timeout the record comes back in `SendError::Full`, as it
+    /// does at once when the tracker's 2^24 − 1 slots or partitions are
+    /// all taken (a tracker without a capacity or progress is refused for
+    /// nothing else); after
     /// [`close`](Self::close), in `SendError::Closed`, which also ends a
     /// wait. A zero timeout is [`send`](Self::send).
     ///
@@ -301,16 +334,18 @@ where
         let deadline = Instant::now().checked_add(timeout);
         let mut record = (partition, offset);
         let mut registration = None;
+        // Whether we flagged the budget since we last parked.
+        let mut flagged = false;
         let result = loop {
-            let mut no_permit = false;
-            let (partition, offset) = match self.send_noting(record.0, record.1, &mut no_permit) {
+            let mut wait = Wait::Never;
+            let (partition, offset) = match self.send_noting(record.0, record.1, &mut wait) {
                 Ok(ticket) => break Ok(ticket),
-                // Out of slots or partitions, not permits: for good.
-                Err(SendError::Full(partition, offset)) if !no_permit => {
+                // Out of slots or partitions: for good.
+                Err(SendError::Full(partition, offset)) if wait == Wait::Never => {
                     break Err(SendError::Full(partition, offset))
                 }
                 Err(SendError::Full(partition, offset)) => (partition, offset),
-                Err(closed) => break Err(closed),
+                Err(refused) => break Err(refused),
             };
             record = (partition, offset);
             let remaining = match deadline {
@@ -326,13 +361,34 @@ where
                 continue;
             };
             // Room now: send again. Else the next resolution wakes us.
-            if !self.want_room() {
+            if self.must_park(wait, &mut flagged) {
                 registered.park_timeout(remaining);
+                flagged = false;
             }
         };
         // Unregisters; so does the unwind if user code panics in a retry.
         drop(registration);
         result
+    }
+
+    /// For a sender registered in `room` whose send was refused with `Full`
+    /// for `wait`: flags what it waits for, and says whether to park (true)
+    /// or send again (false). For a permit, see `want_room`. For the
+    /// budget, the first refusal flags the partition and sends again (the
+    /// look after the flag), the second parks: a resolution of the
+    /// partition after the flag wakes the room (see "Waiting for the
+    /// budget" in `watermark::order`). `flagged` says the flag was set
+    /// since the sender last parked.
+    pub(crate) fn must_park(&self, wait: Wait, flagged: &mut bool) -> bool {
+        match (wait, &self.watermarks) {
+            (Wait::Budget(number), Some(watermarks)) if !*flagged => {
+                watermarks.want_budget(number);
+                *flagged = true;
+                false
+            }
+            (Wait::Budget(_), _) => true,
+            _ => !self.want_room(),
+        }
     }
 
     /// Counts `n` records (a send, or a chunk of a batch) into the open
@@ -387,6 +443,18 @@ where
         }
         generation
     }
+}
+
+/// What a send refused with `SendError::Full` may wait for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Nothing: the tracker's slots or partitions are all taken (or the
+    /// send was not refused with `Full`).
+    Never,
+    /// A permit: the capacity is reached.
+    Permit,
+    /// The metadata budget of the partition numbered so.
+    Budget(usize),
 }
 
 /// Backs a send out if it ends before publishing its record: the

@@ -325,12 +325,17 @@ fn the_budget_holds_under_random_patterns() {
         let tracker = progress_tracker(max);
         let mut open: Vec<Ticket> = Vec::new();
         let mut offset = 0;
+        // A refused offset is owed: it is retried before any later one.
+        let mut owed = None;
         for step in 0..2_000 {
             if rng.below(3) != 0 {
-                offset += 1 + rng.below(3);
-                match tracker.send("p", offset) {
+                let next = owed.take().unwrap_or_else(|| {
+                    offset += 1 + rng.below(3);
+                    offset
+                });
+                match tracker.send("p", next) {
                     Ok(t) => open.push(t),
-                    Err(SendError::Full(..)) => {}
+                    Err(SendError::Full(_, refused)) => owed = Some(refused),
                     Err(e) => panic!("{e:?}"),
                 }
             } else if !open.is_empty() {

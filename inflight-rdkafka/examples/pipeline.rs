@@ -15,7 +15,7 @@
 //! (default 30), then stops cleanly: stop consuming, let every record
 //! deliver, commit, leave the group.
 
-use inflight::Tracker;
+use inflight::{SendError, Tracker};
 use inflight_rdkafka::{
     commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext,
 };
@@ -107,16 +107,33 @@ fn main() {
             if consumer.context().is_done(&partition, message.offset()) {
                 skipped += 1; // done before this consumer had the partition
             } else {
-                match tracker.send(partition, message.offset()) {
+                // A refused record is never dropped: at the capacity or the
+                // metadata budget (a stuck record) the partition owes this
+                // offset, and nothing after it could be tracked anyway, so
+                // wait for room (the deliveries' acks make it) and retry
+                // the same record.
+                let mut record = (partition, message.offset());
+                let sent = loop {
+                    match tracker.send_timeout(record.0, record.1, Duration::from_secs(1)) {
+                        Err(SendError::Full(partition, offset)) => {
+                            eprintln!("waiting for room for {partition:?}@{offset}");
+                            record = (partition, offset);
+                        }
+                        other => break other,
+                    }
+                };
+                match sent {
                     Ok(ticket) => {
                         let payload = message.payload().unwrap_or_default().to_vec();
                         jobs.send((payload, TicketOpaque::from(ticket)))
                             .expect("workers");
                         consumed += 1;
                     }
-                    // At the metadata budget (a stuck record): in a real
-                    // pipeline, pause the partition and seek back here.
-                    Err(e) => eprintln!("not tracked: {e}"),
+                    // Fetched again after a higher offset of the same life
+                    // was sent: it is on its way already.
+                    Err(SendError::OutOfOrder(..)) => skipped += 1,
+                    // `Closed` cannot happen: only the clean stop closes.
+                    Err(e) => panic!("tracker: {e}"),
                 }
             }
         }

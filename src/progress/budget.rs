@@ -24,7 +24,7 @@
 //! behind it in flight) both bounds are exact.
 
 use super::{base64_len, varint_len, BITSET_MAX_SPAN};
-use crate::watermark::Seen;
+use crate::watermark::{Seen, MAX_CREDIT};
 
 /// Characters of a tagged form of `bytes` bytes.
 pub(crate) fn chars(bytes: usize) -> usize {
@@ -64,7 +64,7 @@ fn bitset_capacity(max: usize) -> u64 {
 /// are `records` (position order, each done, failed or open), if a new open
 /// record at `seq` joins them: `None` if it could outgrow `max` characters,
 /// else the credit left, in units of positions (see `watermark::order`),
-/// at most 255.
+/// at most [`MAX_CREDIT`] (127: the tail word's credit bits).
 pub(crate) fn check(records: &[(u64, Seen)], seq: u64, max: usize) -> Option<u64> {
     // The worst case keeps the first record not acked pending: `next`.
     let first = records
@@ -92,7 +92,7 @@ pub(crate) fn check(records: &[(u64, Seen)], seq: u64, max: usize) -> Option<u64
             .unwrap_or(u64::MAX)
             .max(b.unwrap_or(0)),
     };
-    Some(room.min(255))
+    Some(room.min(MAX_CREDIT))
 }
 
 /// The run-form bound of the module docs, in bytes, for records in
@@ -218,7 +218,7 @@ mod tests {
     fn acked_records_behind_a_stuck_one_cost_a_few_bytes() {
         let mut records = vec![(0, Seen::Open)];
         records.extend((1..100_000).map(|s| (s, Seen::Done)));
-        assert_eq!(check(&records, 100_000, 4096), Some(255));
+        assert_eq!(check(&records, 100_000, 4096), Some(MAX_CREDIT));
         assert!(check(&records, 100_000, 12).is_some());
     }
 }

@@ -52,6 +52,20 @@ where
     /// record. An offset skipped is done: compaction and transaction
     /// markers leave such gaps, and they do not come back.
     ///
+    /// **A refused offset is owed.** So that a refusal cannot make a gap,
+    /// an offset refused with [`SendError::Full`](crate::SendError::Full)
+    /// (the capacity, the budget below, the tracker's internal limit on
+    /// records; a batch's first unsent offset; a
+    /// [`send_timeout`](crate::Tracker::send_timeout) that gives up) is
+    /// owed by its partition: until it is sent, every other send of the
+    /// partition is refused with `OutOfOrder`, above it and below it (a
+    /// partition owes one offset at a time: retry that one first). A
+    /// [`revoke`](crate::Tracker::revoke) of the partition forgets the
+    /// debt. A send refused for want of a partition number (the tracker's
+    /// 2^24 − 1 partitions all taken) owes nothing: no later send of that
+    /// partition can be accepted either, until a number frees. To skip a
+    /// record for good, send it and ack it.
+    ///
     /// **The budget is exact.** A send to a partition returns
     /// [`SendError::Full`](crate::SendError::Full) when accepting it could
     /// let the partition's encoded progress outgrow `max_metadata_bytes`,
@@ -73,8 +87,10 @@ where
     /// // Records in flight behind it fill the budget: then `Full`.
     /// let refused = (1_000..1_100_u64).map(|o| tracker.send("p", o)).find_map(Result::err);
     /// assert!(matches!(refused, Some(SendError::Full("p", _))));
-    /// // Offsets rise within a partition.
+    /// // Offsets rise within a partition, and the refused one is owed.
     /// assert!(matches!(tracker.send("p", 1), Err(SendError::OutOfOrder("p", 1))));
+    /// let owed = refused.unwrap().into_inner().1;
+    /// assert!(matches!(tracker.send("p", owed + 1), Err(SendError::OutOfOrder(..))));
     /// ```
     pub fn progress(mut self, max_metadata_bytes: usize) -> Self {
         self.watermarks = true;

@@ -59,7 +59,7 @@ mod order;
 
 use crate::pages::Pages;
 use crate::slab::{status_of_state, tag, Slab, ACKED, FAILED, MARKED, QUEUED, REVOKED};
-use crate::sync::{AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use advance::advance_once;
 pub use committable::Committable;
@@ -82,11 +82,27 @@ fn index_of(node: u32) -> usize {
 
 /// A record as `tail` and `last` hold it: its node in the low 24 bits, and
 /// on a progress tracker its tag (bits 32..64, so that a CAS fails if the
-/// slot moved on to another record) and the queue's budget credit (bits
-/// 24..32).
+/// slot moved on to another record), the queue's budget credit (bits
+/// 24..31, at most [`MAX_CREDIT`]) and, clear here, the [`OWED`] flag (bit
+/// 31).
 fn tail_word(node: u32, tag: u32, credit: u64) -> u64 {
-    debug_assert!(node < 1 << 24 && credit < 1 << 8);
+    debug_assert!(node < 1 << 24 && credit <= MAX_CREDIT);
     u64::from(tag) << 32 | credit << 24 | u64::from(node)
+}
+
+/// The most budget credit a tail word carries (see `order`).
+pub(crate) const MAX_CREDIT: u64 = 0x7f;
+
+/// The flag of a progress queue's tail word that says the partition owes
+/// an offset (see "Owed offsets" in `order`). While it is set, the credit
+/// bits carry the debt's epoch instead of a credit.
+const OWED: u64 = 1 << 31;
+
+/// A tail word with [`OWED`] set: the partition owes an offset, recorded
+/// while `node` (with `tag`) was its last record; `epoch` tells apart the
+/// debts recorded at one record (see "Owed offsets" in `order`).
+fn owed_word(node: u32, tag: u32, epoch: u64) -> u64 {
+    tail_word(node, tag, epoch & MAX_CREDIT) | OWED
 }
 
 fn tail_node(word: u64) -> u32 {
@@ -97,8 +113,18 @@ fn tail_tag(word: u64) -> u32 {
     (word >> 32) as u32
 }
 
+/// The credit a tail word carries: none while it carries a debt.
 fn tail_credit(word: u64) -> u64 {
-    (word >> 24) & 0xff
+    if word & OWED != 0 {
+        0
+    } else {
+        (word >> 24) & MAX_CREDIT
+    }
+}
+
+/// The epoch of an [`owed_word`].
+fn owed_epoch(word: u64) -> u64 {
+    (word >> 24) & MAX_CREDIT
 }
 
 /// A mark as `mark` and `ended_mark` hold it: the record's node and the
@@ -172,6 +198,18 @@ pub(crate) struct Queue {
     stop_seq: AtomicU64,
     /// A fingerprint of the progress `Tracker::progress` last reported.
     seen: AtomicU64,
+    /// Progress trackers only: the claim on the debt (see "Owed offsets"
+    /// in `order`). Taken (false to true) by a sender about to record a
+    /// debt, and held by the debt while `tail` carries [`OWED`]; released
+    /// by whoever clears the flag by linking a record.
+    owing: AtomicBool,
+    /// The owed position and its life, written only by the claim's holder,
+    /// before the tail CAS that sets [`OWED`].
+    owed_seq: AtomicU64,
+    owed_life: AtomicU32,
+    /// A sender waits for this partition's metadata budget (see "Waiting
+    /// for the budget" in `order`).
+    budget_wanted: AtomicBool,
 }
 
 /// The flag of `Queue::stopped`.
@@ -193,6 +231,18 @@ fn ahead_of(count: u32, before: u32) -> u32 {
 }
 
 impl Queue {
+    /// The debt a tail word with [`OWED`] names: its position and life.
+    /// Call after loading that word with Acquire; the caller's CAS (or
+    /// re-check) expecting it tells whether the debt is still the same.
+    fn owed(&self) -> (u64, u32) {
+        // Acquire, both: pair with the holder's Release stores, so that a
+        // value of a later debt comes with the CAS that cleared ours.
+        (
+            self.owed_seq.load(Ordering::Acquire),
+            self.owed_life.load(Ordering::Acquire),
+        )
+    }
+
     /// Lets go of a mark that will not be handed out by `committable`
     /// (taken by a revoke, or of an ended life): reports its count, so
     /// that no later call counts it, and drops its hold.
@@ -245,6 +295,10 @@ impl Queue {
             last: AtomicU64::new(0),
             stop_seq: AtomicU64::new(0),
             seen: AtomicU64::new(0),
+            owing: AtomicBool::new(false),
+            owed_seq: AtomicU64::new(0),
+            owed_life: AtomicU32::new(0),
+            budget_wanted: AtomicBool::new(false),
         }
     }
 }

@@ -33,13 +33,83 @@
 //! partition's end (itself and the offsets skipped before it), which is at
 //! least what it can add to either form (a bit per position to the bitset,
 //! and to the run form a byte for its own run and a varint for the skipped
-//! ones). The tail word carries that credit (at most 255), and a send that
+//! ones). The tail word carries that credit (at most 127), and a send that
 //! fits in it takes its share without walking; the CAS that links it is the
 //! one that takes the credit, so two senders cannot spend it twice. Acks
 //! and the watermark's moves only shrink what the records could take, and
 //! a new life's records start from nothing, so credit never over-promises.
-//! A partition walks about once per 255 sends, the queue's length each
+//! A partition walks about once per 127 sends, the queue's length each
 //! time.
+//!
+//! # Owed offsets
+//!
+//! An offset never sent below a sent one counts as done (a compaction
+//! gap). So an offset refused for want of room (a permit, a slot, the
+//! budget; a batch's first unsent offset and a `send_timeout` or
+//! `send_async` giving up are such refusals) is *owed*: until it is sent,
+//! or the partition revoked, every other send of the partition's life is
+//! refused `OutOfOrder`, above it (it would make it a gap) and below it
+//! (the source retries the owed offset first; a partition owes one offset
+//! at a time). A refusal of an offset that is itself out of order, or made
+//! while another offset is owed, is a refusal for order and owes nothing.
+//!
+//! The debt is part of the order decision. The tail word's bit 31,
+//! [`OWED`], says the partition owes; the debt's position and life are in
+//! `Queue::owed_seq` and `owed_life`, written only by the holder of the
+//! claim `Queue::owing` (a CAS from false to true), before the tail CAS
+//! that sets `OWED` (Release), and read by whoever loads a tail with it
+//! (Acquire). A sender decides against the tail it read, flag included,
+//! and links with a CAS expecting that very word: a debt set meanwhile
+//! fails the CAS, and the send decides again. With the flag set, only the
+//! owed offset of the owed life is accepted, and a send of a newer life
+//! (the partition was revoked: a new life forgets the debt); their link
+//! writes the tail without the flag, and then releases the claim. A send
+//! of an older life than the debt's is stale, and starts again in the new
+//! life, as when a newer life's record is queued.
+//!
+//! A refused sender owes (`owe`) thus: it takes the claim (if the claim is
+//! held but the tail has no flag, its holder is about to set the flag or to
+//! release the claim: it waits, spinning, on this refusal path only),
+//! decides the order against the tail's record as a link would (out of
+//! order or of an ended life: release the claim, owe nothing), writes the
+//! debt and sets the flag with a CAS expecting the tail it decided against
+//! (a link meanwhile fails it: decide again). A sender that finds the flag
+//! set decides against the debt instead: owed already (a retry of the owed
+//! offset, refused again), or another offset owed (`OutOfOrder`), or a
+//! debt of an ended life, which it takes over: a CAS clears the flag (the
+//! claim passes to it with the debt it clears), and it records its own.
+//!
+//! Refusals are linearized as sends are: a budget refusal at the tail it
+//! was decided against, a refusal without a link (a permit, a slot) at the
+//! CAS that sets the flag; an owed refusal decided against a tail that has
+//! moved is decided again. Concurrent senders of one partition therefore
+//! see one order: a record linked before the debt makes the refused offset
+//! out of order (if it is below it) or is below it; none links after it
+//! but the owed offset.
+//!
+//! The flag's bits are reused while it is set: a tail with a debt carries
+//! no credit (the owed send walks), and its credit bits count the debts
+//! recorded at the same tail record, so that a CAS expecting an old debt's
+//! word fails once a newer life took it over (an ABA that would otherwise
+//! let a stale sender clear the new debt). The count wraps at 128 debts
+//! at one record, that is 128 revokes of the partition, each followed by a
+//! refusal and no send, while one sender is stalled between its read and
+//! its CAS: the same kind of bound as the slot tags' wrap.
+//!
+//! # Waiting for the budget
+//!
+//! A `send_timeout` or `send_async` refused for the budget registers in the
+//! room's waiters, then flags the partition (`want_budget`: a store of
+//! `budget_wanted`, then an add of 0 to the partition's `work`, a
+//! read-modify-write), then sends again, and parks only if that send is
+//! refused too. Every resolution (and revoke) of the partition adds to
+//! `work` before it reads the flag (`budget_freed`), and wakes the room if
+//! it was set. The adds to `work` are totally ordered: a resolution whose
+//! add comes after the waiter's sees the flag; one whose add came before is
+//! seen by the waiter's send again (Acquire), so its effect on the budget
+//! is in that decision. Either way no wake-up is lost. A resolution of a
+//! progress tracker pays one relaxed load of a flag beside `work` for
+//! this.
 //!
 //! # The walk
 //!
@@ -273,9 +343,12 @@ impl Watermarks {
         let me = node(index);
         let mut walk = None;
         // Acquire: the predecessor's position and life (written before its
-        // link CAS) are visible.
+        // link CAS) are visible, and with `OWED`, the debt (written before
+        // the CAS that set it).
         let mut tail = queue.tail.load(Ordering::Acquire);
         loop {
+            // The partition's debt, if it owes an offset.
+            let owed = (tail & OWED != 0).then(|| queue.owed());
             let previous = tail_node(tail);
             // The life of the record we would follow (it is the tail, so its
             // slot is held and cannot move on), and its position if it is of
@@ -284,7 +357,17 @@ impl Watermarks {
             let before = previous_life
                 .filter(|&previous_life| previous_life == life)
                 .map(|_| seq_of(seqs, index_of(previous)));
-            let decision = match before {
+            let decision = match (before, owed) {
+                // The partition owes an offset of our life: only that one
+                // is accepted (which pays the debt); see "Owed offsets".
+                (_, Some((owed_seq, owed_life))) if owed_life == life && owed_seq != seq => {
+                    Err(Undecided::Refused(Refusal::OutOfOrder))
+                }
+                // A newer life owes: the partition was revoked since we read
+                // its life. Start again, in the new life.
+                (_, Some((_, owed_life))) if newer(owed_life, life) => {
+                    Err(Undecided::Refused(Refusal::Stale))
+                }
                 // A record of a newer life is queued: our send raced a revoke
                 // of the partition, and must not queue behind the new life's
                 // records, where the next send of the new life would take it
@@ -297,7 +380,7 @@ impl Watermarks {
                 // Mutant `unordered_link` (loom suite only): no order check,
                 // so a lower offset may queue behind a higher one.
                 #[cfg(not(inflight_mutant = "unordered_link"))]
-                Some(before) if seq <= before => Err(Undecided::Refused(Refusal::OutOfOrder)),
+                (Some(before), _) if seq <= before => Err(Undecided::Refused(Refusal::OutOfOrder)),
                 _ => {
                     // Positions this record adds to the partition's span
                     // (itself and those skipped before it); at least what it
@@ -321,16 +404,27 @@ impl Watermarks {
                     // Decided against a tail that may have moved: look again.
                     // Acquire: as above.
                     let now = queue.tail.load(Ordering::Acquire);
-                    if now == tail {
+                    if now != tail {
+                        tail = now;
+                        continue;
+                    }
+                    if refusal != Refusal::OverBudget {
                         return Err(refusal);
                     }
-                    tail = now;
-                    continue;
+                    // Refused for the budget, not for order: the partition
+                    // owes our offset (or we are of an ended life, or out of
+                    // order after all, as `owe` decides).
+                    return match self.owe(slots, partition, seq, life) {
+                        Ok(()) => Err(Refusal::OverBudget),
+                        Err(refusal) => Err(refusal),
+                    };
                 }
             };
             // AcqRel: Release publishes our position and reset link to the
             // next sender; Acquire sees our predecessor's. Decides our place
-            // in the queue and in the partition's order at once.
+            // in the queue and in the partition's order at once, and, if
+            // the tail carried a debt, clears it (we are the owed offset,
+            // or the first record of a newer life).
             match queue.tail.compare_exchange(
                 tail,
                 tail_word(me, tag, credit),
@@ -340,6 +434,12 @@ impl Watermarks {
                 Ok(_) => break,
                 Err(now) => tail = now,
             }
+        }
+        if tail & OWED != 0 {
+            // The debt is paid (or forgotten by a new life): release the
+            // claim it held. Release: our CAS above, which cleared `OWED`,
+            // comes before the next holder's writes of the debt.
+            queue.owing.store(false, Ordering::Release);
         }
         // Relaxed: a statistic, as in `link`.
         queue.sent.fetch_add(1, Ordering::Relaxed);
@@ -353,6 +453,203 @@ impl Watermarks {
         // Release: as in `link`.
         link.store(me, Ordering::Release);
         Ok(())
+    }
+
+    /// Records that `partition` owes position `seq` of `life`, whose send
+    /// was refused for a reason other than order (see "Owed offsets" in the
+    /// module docs). `Ok` when the partition owes it now (it did already,
+    /// or the debt is recorded), or when the send is of an ended life (a
+    /// newer life forgets it: nothing is recorded); `Err(OutOfOrder)` when
+    /// the offset is itself out of order, or another offset of `life` is
+    /// owed: the send is then refused for order, and nothing is owed.
+    pub(crate) fn owe<O>(
+        &self,
+        slots: &Slab<O>,
+        partition: usize,
+        seq: u64,
+        life: u32,
+    ) -> Result<(), Refusal> {
+        // Mutant `owed_forgotten` (loom suite only): a refused offset is not
+        // owed, so a later offset may be accepted and the refused one
+        // counted done.
+        if cfg!(inflight_mutant = "owed_forgotten") {
+            return Ok(());
+        }
+        let queue = self
+            .queues
+            .get_or_alloc(partition, || CachePadded::new(Queue::new()));
+        let seqs = self.seqs.as_ref().expect("a progress tracker");
+        // Whether we hold `owing`, and the epoch our debt takes.
+        let mut claimed = false;
+        let mut epoch = 0;
+        // Acquire: as in `link_checked`.
+        let mut tail = queue.tail.load(Ordering::Acquire);
+        loop {
+            let node = tail_node(tail);
+            if tail & OWED != 0 {
+                // Only the claim's holder sets the flag.
+                debug_assert!(!claimed, "a debt set while we hold the claim");
+                let (owed_seq, owed_life) = queue.owed();
+                let decided = if owed_life == life {
+                    // Owed already (a retry of the owed offset), or another.
+                    Some(if owed_seq == seq {
+                        Ok(())
+                    } else {
+                        Err(Refusal::OutOfOrder)
+                    })
+                } else if newer(owed_life, life) {
+                    // Our life ended: nothing to owe.
+                    Some(Ok(()))
+                } else {
+                    None
+                };
+                if let Some(decided) = decided {
+                    // Decided against a tail that may have moved (or a debt
+                    // taken over): look again. Acquire: as above.
+                    let now = queue.tail.load(Ordering::Acquire);
+                    if now == tail {
+                        return decided;
+                    }
+                    tail = now;
+                    continue;
+                }
+                // A debt of an ended life: take it over. Clearing the flag
+                // hands us its claim; the credit left is 0 (safe: it only
+                // makes the next sender walk). AcqRel: Acquire, after the
+                // debt's holder; Release, for symmetry with the link CAS.
+                match queue.tail.compare_exchange(
+                    tail,
+                    tail_word(node, tail_tag(tail), 0),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        claimed = true;
+                        // The next debt at this record takes a new epoch,
+                        // so that no CAS expecting the old one succeeds.
+                        // Mutant `owed_epochless` (loom suite only): it
+                        // takes the same, and a stalled sender of the old
+                        // debt's offset links and clears the new one.
+                        epoch = if cfg!(inflight_mutant = "owed_epochless") {
+                            owed_epoch(tail)
+                        } else {
+                            owed_epoch(tail) + 1
+                        };
+                        tail = tail_word(node, tail_tag(tail), 0);
+                    }
+                    Err(now) => {
+                        tail = now;
+                        continue;
+                    }
+                }
+            }
+            if !claimed {
+                // Acquire: after the previous holder's writes and release.
+                if queue
+                    .owing
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+                {
+                    // Held, and the tail carries no debt (or did not when we
+                    // read it): its holder is about to set `OWED`, or has
+                    // just cleared it by linking and is about to release the
+                    // claim. Wait for either, as `link_checked` waits for a
+                    // link store: on the refusal path only.
+                    crate::sync::spin_hint();
+                    // Acquire: as above.
+                    tail = queue.tail.load(Ordering::Acquire);
+                    continue;
+                }
+                claimed = true;
+            }
+            // We hold the claim, and the tail carries no debt: only we can
+            // set one. Decide the order against the record we would follow,
+            // as `link_checked` does.
+            let previous_life = (node != 0).then(|| slots.slot_of(index_of(node)).life());
+            let refused = match previous_life {
+                // Of an ended life: a newer life's record is queued.
+                Some(previous) if newer(previous, life) => Some(Ok(())),
+                Some(previous) if previous == life && seq <= seq_of(seqs, index_of(node)) => {
+                    Some(Err(Refusal::OutOfOrder))
+                }
+                _ => None,
+            };
+            if let Some(refused) = refused {
+                // Acquire: as above.
+                let now = queue.tail.load(Ordering::Acquire);
+                if now != tail {
+                    tail = now;
+                    continue;
+                }
+                // Release: our reads come before the next holder's writes.
+                queue.owing.store(false, Ordering::Release);
+                return refused;
+            }
+            // Release, both: a reader that sees either sees the CAS that
+            // cleared the debt before (ours or the payer's), and so finds
+            // the tail it read gone.
+            queue.owed_seq.store(seq, Ordering::Release);
+            queue.owed_life.store(life, Ordering::Release);
+            // Mutant `owed_unchecked` (loom suite only): the flag is set
+            // whatever the tail has become since the order was decided, so
+            // a record linked meanwhile above the owed offset stays.
+            #[cfg(inflight_mutant = "owed_unchecked")]
+            {
+                queue.tail.fetch_or(OWED, Ordering::AcqRel);
+                return Ok(());
+            }
+            // AcqRel: Release publishes the debt with the flag; Acquire, as
+            // the link CAS. A sender that decided without the flag expects
+            // the tail without it, and fails.
+            match queue.tail.compare_exchange(
+                tail,
+                owed_word(node, tail_tag(tail), epoch),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                // A record linked meanwhile (nothing else changes the tail
+                // while we hold the claim and it carries no debt): decide
+                // again against it.
+                Err(now) => tail = now,
+            }
+        }
+    }
+
+    /// Asks the next resolution (or revoke) of a record of `partition` to
+    /// wake the room's waiters: a sender registered there was refused for
+    /// the metadata budget, and sends again after this. See "Waiting for the
+    /// budget" in the module docs.
+    pub(crate) fn want_budget(&self, partition: usize) {
+        let Some(queue) = self.queues.get(partition) else {
+            return;
+        };
+        // Relaxed: published by the read-modify-write of `work` below.
+        queue.budget_wanted.store(true, Ordering::Relaxed);
+        // AcqRel: adds nothing, but takes a place among the resolutions'
+        // adds to `work`: a resolution whose add comes later sees the flag
+        // (Release); one whose add came before is seen by the send after
+        // this (Acquire).
+        queue.work.fetch_add(0, Ordering::AcqRel);
+    }
+
+    /// After a resolution (or revoke) of a record of `partition` added to
+    /// its `work`: whether a sender waits for the partition's budget (the
+    /// caller wakes the room's waiters, last). Clears the flag.
+    #[inline]
+    pub(crate) fn budget_freed(&self, partition: usize) -> bool {
+        // Mutant `lost_budget_wakeup` (loom suite only): a resolution never
+        // tells that a sender waits for the budget, so nobody wakes it.
+        if cfg!(inflight_mutant = "lost_budget_wakeup") {
+            return false;
+        }
+        self.queues.get(partition).is_some_and(|queue| {
+            // Relaxed: ordered after the waiter's store by the two
+            // read-modify-writes of `work` (see `want_budget`).
+            queue.budget_wanted.load(Ordering::Relaxed)
+                // Relaxed: the waiters are woken next, and look again.
+                && queue.budget_wanted.swap(false, Ordering::Relaxed)
+        })
     }
 
     /// The credit the tail keeps if a record at `seq`, `units` positions

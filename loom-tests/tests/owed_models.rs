@@ -1,0 +1,249 @@
+//! Loom models of owed offsets (issue #26 item 2): on a progress tracker,
+//! an offset refused for want of room is owed, and no later offset of its
+//! partition is accepted until it is sent (or the partition revoked). The
+//! debt is part of the order decision: senders of one partition see one.
+//!
+//! A capacity of 1 makes a refusal easy: the permit is held by record 0.
+#![cfg(loom)]
+
+use inflight::{SendError, SeqOffset, Ticket, Tracker};
+use loom::sync::Arc;
+use loom::thread;
+use std::time::Duration;
+
+mod common;
+use common::run_model;
+
+#[derive(Clone, Debug)]
+struct Seq(Arc<u64>);
+
+impl SeqOffset for Seq {
+    fn seq(self) -> u64 {
+        *self.0
+    }
+}
+
+fn seq(n: u64) -> Seq {
+    Seq(Arc::new(n))
+}
+
+type T = Tracker<&'static str, Seq>;
+
+/// Long enough that only a wake-up can end the wait.
+const FOREVER: Duration = Duration::from_secs(3600);
+
+fn bounded() -> Arc<T> {
+    Arc::new(Tracker::builder().capacity(1).progress(4096).build())
+}
+
+/// What a send came to, the record dropped.
+#[derive(Debug)]
+enum Sent {
+    Accepted(Ticket),
+    Full,
+    OutOfOrder,
+}
+
+fn send(tracker: &T, offset: u64) -> Sent {
+    match tracker.send("p", seq(offset)) {
+        Ok(ticket) => Sent::Accepted(ticket),
+        Err(SendError::Full(..)) => Sent::Full,
+        Err(SendError::OutOfOrder(..)) => Sent::OutOfOrder,
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Offset `low` of p is refused at capacity (owed) while another thread
+/// acks `held` (freeing the permit) and sends `low + 1`. If `low` was
+/// refused `Full`, `low + 1` is never accepted (it would make `low` a gap,
+/// done unprocessed); if `low` was refused for order, `low + 1` was linked
+/// or owed before it. Afterwards the debt still holds: `low + 2` is
+/// refused until the owed offset is sent, and the progress never reports
+/// `low` done before its ack.
+fn owed_vs_higher(tracker: Arc<T>, held: Ticket, low: u64) {
+    let (high, later) = (low + 1, low + 2);
+    let t2 = tracker.clone();
+    let other = thread::spawn(move || {
+        t2.ack(held).unwrap();
+        send(&t2, high)
+    });
+    let first = send(&tracker, low);
+    let second = other.join().unwrap();
+    match (first, second) {
+        (Sent::Full, Sent::Accepted(_)) => {
+            panic!("{high} accepted though {low} was refused Full (owed)")
+        }
+        (Sent::Full, _) => {
+            // `low` is owed: nothing else of p goes through.
+            assert!(matches!(send(&tracker, later), Sent::OutOfOrder));
+            if let Some(progress) = tracker.progress().get("p") {
+                assert!(!progress.is_done(low), "{low} done unsent: {progress:?}");
+            }
+            let Sent::Accepted(first) = send(&tracker, low) else {
+                panic!("the owed offset refused with the permit free");
+            };
+            tracker.ack(first).unwrap();
+            let Sent::Accepted(next) = send(&tracker, later) else {
+                panic!("{later} refused once {low} was sent");
+            };
+            tracker.ack(next).unwrap();
+            assert_eq!(tracker.progress()["p"].next(), later + 1);
+        }
+        // `low` refused for order: `high` was linked first, or owed first
+        // (its refusal at capacity while the send of `low` held the permit,
+        // before it backed out).
+        (Sent::OutOfOrder, Sent::OutOfOrder) => panic!("{low} and {high} both out of order"),
+        (Sent::OutOfOrder, Sent::Accepted(second)) => tracker.ack(second).unwrap(),
+        (Sent::OutOfOrder, Sent::Full) => {
+            assert!(matches!(send(&tracker, later), Sent::OutOfOrder));
+            let Sent::Accepted(second) = send(&tracker, high) else {
+                panic!("the owed {high} refused with the permit free");
+            };
+            tracker.ack(second).unwrap();
+        }
+        (Sent::Accepted(first), second) => {
+            // `high` refused at capacity (owed) or accepted after the ack
+            // of `low`: never out of order.
+            assert!(
+                !matches!(second, Sent::OutOfOrder),
+                "{high} after {low}: in order"
+            );
+            tracker.ack(first).unwrap();
+            match second {
+                Sent::Accepted(second) => tracker.ack(second).unwrap(),
+                _ => {
+                    let Sent::Accepted(second) = send(&tracker, high) else {
+                        panic!("the owed {high} refused with the permit free");
+                    };
+                    tracker.ack(second).unwrap();
+                }
+            }
+        }
+    }
+    assert_eq!(tracker.in_flight(), 0);
+}
+
+/// O1. [`owed_vs_higher`] with 1 and 2, the permit held by 0. Mutants
+/// `owed_forgotten` (a refusal owes nothing) and `owed_unchecked` (the
+/// debt is set without checking the tail it was decided against) are
+/// caught here.
+#[test]
+fn owed_offset_vs_higher_send_of_the_same_partition() {
+    run_model("owed_offset_vs_higher_send_of_the_same_partition", || {
+        let tracker = bounded();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        owed_vs_higher(tracker, zero, 1);
+    });
+}
+
+/// O4. [`owed_vs_higher`] with 9 and 10 in a new life of p, whose ended
+/// life owes 5 (refused at capacity before the revoke), the permit held
+/// by a record of q: the refusal of 9 takes the ended life's debt over
+/// (clearing the flag, then setting its own) while 10 may link.
+#[test]
+fn takeover_of_an_ended_lifes_debt_vs_higher_send() {
+    run_model("takeover_of_an_ended_lifes_debt_vs_higher_send", || {
+        let tracker = bounded();
+        let one = tracker.send("p", seq(1)).unwrap();
+        assert!(matches!(send(&tracker, 5), Sent::Full));
+        let _ = tracker.revoke(&"p");
+        assert!(tracker.ack(one).is_err(), "released by the revoke");
+        let held = tracker.send("q", seq(1)).unwrap();
+        owed_vs_higher(tracker, held, 9);
+    });
+}
+
+/// O5. The ABA the debt's epoch guards against. Offset 5 of p is owed
+/// (refused at capacity), and a thread sends 5 again while the main thread
+/// revokes p and sends 9 of the new life, which the retry of 5 may refuse
+/// at capacity (it holds the permit): 9's refusal then takes the ended
+/// life's debt over, at the same tail record. The stale send of 5, if it
+/// read the old debt's word, must not link with it and clear the new debt:
+/// once 9 is refused `Full`, 10 is refused until 9 is sent. Mutant
+/// `owed_epochless` (a takeover's debt reuses the old word) is caught here.
+#[test]
+fn stale_owed_send_vs_revoke_and_takeover() {
+    run_model("stale_owed_send_vs_revoke_and_takeover", || {
+        let tracker = bounded();
+        let one = tracker.send("p", seq(1)).unwrap();
+        assert!(matches!(send(&tracker, 5), Sent::Full));
+        tracker.ack(one).unwrap();
+        let t2 = tracker.clone();
+        let stale = thread::spawn(move || send(&t2, 5));
+        let _ = tracker.revoke(&"p");
+        let nine = send(&tracker, 9);
+        let five = stale.join().unwrap();
+        if matches!(nine, Sent::Full) {
+            // 9 is owed in the new life, whatever became of 5.
+            assert!(
+                matches!(send(&tracker, 10), Sent::OutOfOrder),
+                "the new life's debt of 9 was lost (5: {five:?})"
+            );
+        }
+        if let Sent::Accepted(five) = five {
+            let _ = tracker.ack(five); // `Revoked` if sent in the ended life
+        }
+        match nine {
+            Sent::Accepted(nine) => tracker.ack(nine).unwrap(),
+            Sent::Full => {
+                let Sent::Accepted(nine) = send(&tracker, 9) else {
+                    panic!("the owed 9 refused with the permit free");
+                };
+                tracker.ack(nine).unwrap();
+            }
+            // 5 linked (or owed) first in the new life.
+            Sent::OutOfOrder => {}
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// O2. Two sends of one partition (1 and 2) are refused at capacity at
+/// once: exactly one of them is owed (`Full`), the other refused for order
+/// (`OutOfOrder`), whichever recorded its debt first; the claim's wait is
+/// exercised when both try to owe. Mutant `owed_forgotten` fails it too
+/// (both `Full`).
+#[test]
+fn two_refusals_of_one_partition_owe_one_offset() {
+    run_model("two_refusals_of_one_partition_owe_one_offset", || {
+        let tracker = bounded();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let t2 = tracker.clone();
+        let other = thread::spawn(move || send(&t2, 2));
+        let one = send(&tracker, 1);
+        let two = other.join().unwrap();
+        let owed = match (one, two) {
+            (Sent::Full, Sent::OutOfOrder) => 1,
+            (Sent::OutOfOrder, Sent::Full) => 2,
+            (one, two) => panic!("1: {one:?}, 2: {two:?}"),
+        };
+        tracker.ack(zero).unwrap();
+        // The other offset is still refused; the owed one goes through.
+        assert!(matches!(send(&tracker, 3 - owed), Sent::OutOfOrder));
+        let Sent::Accepted(ticket) = send(&tracker, owed) else {
+            panic!("the owed offset refused with the permit free");
+        };
+        tracker.ack(ticket).unwrap();
+    });
+}
+
+/// O3. A `send_timeout` refused for the metadata budget waits for it: the
+/// partition's budget (3 characters) is full with record 0 in flight,
+/// and another thread acks 0. The wait ends in a send (a lost wake-up is
+/// a loom deadlock), and the offset it waits with is the owed one, which
+/// the debt accepts.
+#[test]
+fn send_timeout_at_the_budget_vs_ack() {
+    run_model("send_timeout_at_the_budget_vs_ack", || {
+        let tracker: Arc<T> = Arc::new(Tracker::builder().progress(3).build());
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let t2 = tracker.clone();
+        let acker = thread::spawn(move || t2.ack(zero).unwrap());
+        let one = tracker
+            .send_timeout("p", seq(1), FOREVER)
+            .expect("the ack freed the budget");
+        acker.join().unwrap();
+        tracker.ack(one).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
