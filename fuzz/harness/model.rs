@@ -103,9 +103,13 @@
 //! On a progress tracker (which keeps watermarks) a record's offset is its
 //! position. `send` returns, in this order: `Closed` after `close`;
 //! `OutOfOrder` for the offset `u64::MAX` (no position: refused before the
-//! partition is looked up, so it numbers nothing); `Full` at capacity;
-//! `OutOfOrder` if the partition's current life has a record (whatever
-//! became of it) at or above the offset; else the record is sent. The
+//! partition is looked up, so it numbers nothing); `OutOfOrder` if the
+//! partition owes another offset in its current life (one refused `Full`
+//! before: a refused offset is owed until it is sent or the partition is
+//! revoked); `OutOfOrder` if the partition's current life has a record
+//! (whatever became of it) at or above the offset; `Full` at capacity, and
+//! the partition then owes the offset; else the record is sent, and if it
+//! was the owed one the debt is paid. The
 //! metadata budget is large enough ([`BUDGET`](super::BUDGET)) that it
 //! never refuses a send here. What `progress()` reports is in
 //! `progress.rs`.
@@ -260,6 +264,10 @@ pub struct Model {
     /// Counts of advances revokes took, which the tracker reports again
     /// (see [`REVOKED_COUNTS_REPORTED_AGAIN`]).
     debt: BTreeMap<u8, u64>,
+    /// On a progress tracker, the offset each partition owes and the life
+    /// it owes it in: refused for any reason but order, so no other offset
+    /// of that life is accepted until it is sent (see the module docs).
+    owed: BTreeMap<u8, (u32, u64)>,
     /// Expect the tracker's known deviation.
     deviation: bool,
     pub(super) closed: bool,
@@ -307,13 +315,31 @@ impl Model {
             Err(Refused::Closed)
         } else if !self.looks_up(offset) {
             Err(Refused::OutOfOrder)
-        } else if self.capacity.is_some_and(|c| self.live >= c) {
-            Err(Refused::Full)
+        } else if self.progress && self.owes_other(partition, offset) {
+            Err(Refused::OutOfOrder)
         } else if self.progress && self.last_in_life(partition).is_some_and(|l| offset <= l) {
             Err(Refused::OutOfOrder)
+        } else if self.capacity.is_some_and(|c| self.live >= c) {
+            Err(Refused::Full)
         } else {
             Ok(())
         }
+    }
+
+    /// The offset `partition` owes in its current life, if any.
+    pub(super) fn owed_now(&self, partition: u8) -> Option<u64> {
+        self.owed
+            .get(&partition)
+            .filter(|&&(life, _)| life == self.life(partition))
+            .map(|&(_, owed)| owed)
+    }
+
+    /// Whether `partition` owes an offset other than `offset` in its
+    /// current life.
+    fn owes_other(&self, partition: u8, offset: u64) -> bool {
+        self.owed
+            .get(&partition)
+            .is_some_and(|&(life, owed)| life == self.life(partition) && owed != offset)
     }
 
     /// Whether a send of `offset` that `close` let through looks its
@@ -347,6 +373,11 @@ impl Model {
         let outcome = self.send_outcome(partition, offset);
         if !self.closed && self.looks_up(offset) {
             self.number(partition);
+            if self.progress && outcome == Err(Refused::Full) {
+                // Refused for want of room, not for order: owed.
+                let life = self.life(partition);
+                self.owed.insert(partition, (life, offset));
+            }
         }
         outcome
     }
@@ -360,6 +391,10 @@ impl Model {
                 self.last_in_life(partition).is_none_or(|l| l < offset),
                 "model: a progress tracker's record out of order"
             );
+            // Sending the owed offset pays the debt.
+            if self.owed.get(&partition) == Some(&(life, offset)) {
+                self.owed.remove(&partition);
+            }
         }
         self.records.push(Record {
             partition,

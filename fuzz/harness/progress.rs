@@ -94,7 +94,9 @@ pub const PROGRESS_PANIC_LOSES_REPORTS: bool = false;
 /// - `254`, `255`: `u64::MAX`, no position.
 ///
 /// Without an anchor (nothing sent yet): `code % 16` for the first two,
-/// `code - 224` for the third.
+/// `code - 224` for the third. A partition that owes an offset (refused
+/// `Full` before) is sent that offset for codes `0..=159` instead (see
+/// `Sim::progress_offset`).
 pub fn offset_of(code: u8, anchor: Option<u64>, resume: Option<u64>) -> u64 {
     if let (0..=127, Some(resume)) = (code, resume) {
         return resume;
@@ -290,6 +292,11 @@ impl Sim<'_> {
     /// tracker ([`offset_of`]).
     pub(super) fn progress_offset(&self, partition: u8, code: u8) -> u64 {
         let model = &self.model;
+        // A partition that owes an offset is sent it again, most of the
+        // time, as a source retrying a refused record does.
+        if let (0..=159, Some(owed)) = (code, model.owed_now(partition)) {
+            return owed;
+        }
         let restart = model.life(partition) > 0 && model.last_in_life(partition).is_none();
         let resume = restart.then(|| self.reports.latest_next(partition));
         offset_of(code, model.anchor(partition), resume.flatten())
