@@ -357,9 +357,17 @@ mod tests {
             for _ in 0..3 {
                 assert!(future.as_mut().poll(&mut cx).is_pending());
             }
+            // Re-polls never add an entry, whatever `will_wake` says.
             assert_eq!(tracker.waiter.len(), 1);
             // No copy of the list was made: the same entry still serves.
-            assert_eq!(Arc::strong_count(&count), 4);
+            // That holds where clones of a waker `will_wake` each other,
+            // which the language does not promise: Miri may give each use
+            // of a vtable its own address, so there a re-poll may replace
+            // the entry with an equal waker (harmless; the old list waits
+            // for the collector), and only the count above is checked.
+            if !cfg!(miri) {
+                assert_eq!(Arc::strong_count(&count), 4);
+            }
         }
         assert_eq!(tracker.waiter.len(), 0, "the dropped future unregistered");
         tracker.ack(ticket).unwrap();

@@ -341,7 +341,7 @@ mod tests {
         let tracker = Tracker::new();
         let ticket = tracker.send(0, 1).unwrap();
         tracker.close();
-        for _ in 0..100 {
+        for _ in 0..if cfg!(miri) { 10 } else { 100 } {
             let pending = tracker.drain(Duration::ZERO);
             assert_eq!(pending, Err(crate::DrainError::Timeout { pending: 1 }));
         }
@@ -446,7 +446,7 @@ mod tests {
     /// returns each last offset.
     #[test]
     fn racing_seals_lose_nothing() {
-        const SENDS: u64 = 20_000;
+        const SENDS: u64 = if cfg!(miri) { 100 } else { 20_000 };
         const WINDOW: usize = 8;
         const SENDERS: usize = 3;
         let tracker = Tracker::new();
@@ -491,7 +491,7 @@ mod tests {
     /// have every earlier offset acked.
     #[test]
     fn one_chain_of_sends_over_two_threads_is_covered_as_a_prefix() {
-        const SENDS: u64 = 100_000;
+        const SENDS: u64 = if cfg!(miri) { 100 } else { 100_000 };
         let tracker = Tracker::new();
         let turn = AtomicU64::new(0);
         let finished = AtomicUsize::new(0);

@@ -5,7 +5,7 @@ use inflight::{DecodeError, Progress};
 use std::collections::BTreeSet;
 
 mod common;
-use common::Rng;
+use common::{scaled, Rng};
 
 /// A random progress: `next`, the end of what was sent, and the pending
 /// offsets (always including `next` when anything was sent past it).
@@ -45,7 +45,7 @@ fn random_progress(rng: &mut Rng) -> (u64, u64, BTreeSet<u64>) {
 #[test]
 fn encode_then_decode_returns_the_same_progress() {
     let mut rng = Rng::new(7);
-    for _ in 0..400 {
+    for _ in 0..scaled(400) {
         let (next, end, pending) = random_progress(&mut rng);
         let progress = Progress::from_pending(next, end, pending.iter().copied()).unwrap();
         let metadata = progress.encode();
@@ -98,7 +98,7 @@ fn the_encoding_is_small_where_it_should_be() {
 fn decode_takes_any_string_without_panicking() {
     let alphabet: Vec<char> = (0x20_u8..0x7f).map(char::from).chain(['é', '\0']).collect();
     let mut rng = Rng::new(11);
-    for _ in 0..20_000 {
+    for _ in 0..scaled(20_000) {
         let len = rng.below(24) as usize;
         let mut text: String = (0..len)
             .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])

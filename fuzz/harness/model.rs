@@ -313,11 +313,12 @@ impl Model {
     pub(super) fn send_outcome(&self, partition: u8, offset: u64) -> Result<(), Refused> {
         if self.closed {
             Err(Refused::Closed)
-        } else if !self.looks_up(offset) {
-            Err(Refused::OutOfOrder)
-        } else if self.progress && self.owes_other(partition, offset) {
-            Err(Refused::OutOfOrder)
-        } else if self.progress && self.last_in_life(partition).is_some_and(|l| offset <= l) {
+        } else if !self.looks_up(offset)
+            || (self.progress
+                && (self.owes_other(partition, offset)
+                    || self.last_in_life(partition).is_some_and(|l| offset <= l)))
+        {
+            // No position; another offset owed; not above the life's last.
             Err(Refused::OutOfOrder)
         } else if self.capacity.is_some_and(|c| self.live >= c) {
             Err(Refused::Full)

@@ -168,6 +168,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "arithmetic on plain vectors, no unsafe or atomics: nothing for Miri to check, minutes under it"
+    )]
     fn the_bound_covers_every_ending() {
         // Small patterns: every check that says "fits" is right.
         let patterns: Vec<Vec<(u64, Seen)>> = vec![
@@ -203,6 +207,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "arithmetic on plain vectors, no unsafe or atomics: nothing for Miri to check, minutes under it"
+    )]
     fn one_stuck_record_and_everything_in_flight_is_exact() {
         // All open: the bitset bound is reached, so the check is exact.
         let records: Vec<(u64, Seen)> = (0..20_000).map(|s| (s, Seen::Open)).collect();
@@ -215,6 +223,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "arithmetic on plain vectors, no unsafe or atomics: nothing for Miri to check, minutes under it"
+    )]
     fn acked_records_behind_a_stuck_one_cost_a_few_bytes() {
         let mut records = vec![(0, Seen::Open)];
         records.extend((1..100_000).map(|s| (s, Seen::Done)));

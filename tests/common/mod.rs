@@ -2,6 +2,26 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+/// A loop count: `n`, or under Miri, which runs a test some ten thousand
+/// times slower, `n / 400` (at least 1). For loops whose length only adds
+/// repetitions; a loop whose length is what the test checks (a bound, a
+/// wrap-around) keeps its count or sets its own under `cfg!(miri)`.
+pub fn scaled<T>(n: T) -> T
+where
+    T: Copy + PartialOrd + From<u8> + std::ops::Div<Output = T>,
+{
+    if cfg!(miri) {
+        let cut = n / T::from(200) / T::from(2);
+        if cut < T::from(1) {
+            T::from(1)
+        } else {
+            cut
+        }
+    } else {
+        n
+    }
+}
+
 /// A tiny deterministic PRNG (xorshift64*), so tests need no dependency.
 pub struct Rng(u64);
 

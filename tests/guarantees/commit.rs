@@ -145,7 +145,7 @@ fn g3_no_offset_returned_before_its_prefix_is_acked_out_of_order() {
     // Out-of-order acks from another thread: each Ok must only come once
     // every covered record was acked (recorded before each ack).
     let tracker = Tracker::<u8, u64>::new();
-    for round in 0..200_u64 {
+    for round in 0..if cfg!(miri) { 6 } else { 200_u64 } {
         let n = 1 + round % 17;
         let tickets: Vec<_> = (0..n).map(|o| (o, tracker.send(0, o).unwrap())).collect();
         let mut flush = tracker.begin_flush().unwrap();
@@ -175,7 +175,7 @@ fn g3_no_offset_returned_before_its_prefix_is_acked_out_of_order() {
 #[test]
 fn g4_wait_wakes_on_the_last_ack_from_another_thread() {
     let tracker = Tracker::<u8, u64>::new();
-    for round in 0..300_u64 {
+    for round in 0..if cfg!(miri) { 8 } else { 300_u64 } {
         let mut tickets: Vec<_> = (0..3)
             .map(|o| tracker.send(0, round * 3 + o).unwrap())
             .collect();
@@ -188,7 +188,7 @@ fn g4_wait_wakes_on_the_last_ack_from_another_thread() {
             // Busy work on uncovered records before the last covered ack, so
             // that in most rounds the waiter has parked by then (this only
             // widens coverage; no outcome depends on it).
-            for o in 0..(round % 4) * 500 {
+            for o in 0..(round % 4) * scaled(500) {
                 let t = tracker.send(1, o).unwrap();
                 tracker.ack(t).unwrap();
             }
@@ -201,7 +201,7 @@ fn g4_wait_wakes_on_the_last_ack_from_another_thread() {
 
 #[test]
 fn g4_wait_wakes_on_the_last_fail_from_another_thread() {
-    for round in 0..50_u64 {
+    for round in 0..if cfg!(miri) { 4 } else { 50_u64 } {
         // A tracker per round: a failure stays covered by every later flush,
         // which then fails at once without waiting (guarantee 15).
         let tracker = Tracker::<u8, u64>::new();
@@ -210,7 +210,7 @@ fn g4_wait_wakes_on_the_last_fail_from_another_thread() {
         let mut flush = tracker.begin_flush().unwrap();
         tracker.ack(a).unwrap();
         let result = wait_while(&mut flush, FOREVER, || {
-            for o in 0..(round % 4) * 500 {
+            for o in 0..(round % 4) * scaled(500) {
                 let t = tracker.send(1, o).unwrap();
                 tracker.ack(t).unwrap();
             }
@@ -223,7 +223,7 @@ fn g4_wait_wakes_on_the_last_fail_from_another_thread() {
 #[test]
 fn g4_wait_wakes_when_an_older_aborted_generation_drains_last() {
     let tracker = Tracker::<u8, u64>::new();
-    for round in 0..100_u64 {
+    for round in 0..if cfg!(miri) { 6 } else { 100_u64 } {
         let old = tracker.send(0, round * 2).unwrap();
         tracker.begin_flush().unwrap().abort();
         let new = tracker.send(1, round * 2 + 1).unwrap();
@@ -238,7 +238,7 @@ fn g4_wait_wakes_when_an_older_aborted_generation_drains_last() {
         };
         tracker.ack(first).unwrap();
         let result = wait_while(&mut flush, FOREVER, || {
-            for o in 0..(round % 3) * 500 {
+            for o in 0..(round % 3) * scaled(500) {
                 let t = tracker.send(2, o).unwrap();
                 tracker.ack(t).unwrap();
             }
@@ -255,7 +255,7 @@ fn g4_wait_wakes_when_an_older_aborted_generation_drains_last() {
 fn g4_wait_wakes_when_many_threads_ack_concurrently() {
     const ACKERS: usize = 4;
     let tracker = Tracker::<usize, u64>::new();
-    for round in 0..50_u64 {
+    for round in 0..if cfg!(miri) { 3 } else { 50_u64 } {
         let per: Vec<Vec<Ticket>> = (0..ACKERS)
             .map(|p| {
                 (0..50)
@@ -297,7 +297,7 @@ fn g4_wait_wakes_when_many_threads_ack_concurrently() {
 fn g5_interrupt_ends_a_wait_in_progress() {
     let tracker = Tracker::<u8, u64>::new();
     let pending = tracker.send(0, 1).unwrap();
-    for round in 0..50 {
+    for round in 0..if cfg!(miri) { 4 } else { 50 } {
         let mut flush = tracker.begin_flush().unwrap();
         let barrier = Barrier::new(2);
         let (result, flush) = thread::scope(|s| {
@@ -369,7 +369,8 @@ fn g5_concurrent_interrupt_is_delivered_exactly_once() {
             Err(e) => panic!("unexpected {e:?}"),
         }
     };
-    for round in 0..300_u64 {
+    // Under Miri, one round per count of waits before the interrupt's.
+    for round in 0..if cfg!(miri) { 7 } else { 300_u64 } {
         let t = tracker.send(0, round).unwrap();
         tracker.ack(t).unwrap();
         let mut interrupted = 0;

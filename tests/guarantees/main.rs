@@ -23,7 +23,7 @@ const GENEROUS: Duration = Duration::from_secs(30);
 
 #[path = "../common/mod.rs"]
 mod common;
-use common::Rng;
+use common::{scaled, Rng};
 
 /// The tracker id of a raw ticket (`tracker:8 | slot:24 | tag:32`, as
 /// documented in `Ticket` / IMPLEMENTATION.md).
