@@ -68,7 +68,9 @@ pub struct Stats<P> {
     /// [`Tracker::close`] was called.
     pub closed: bool,
     /// Watermark trackers: acked records behind the watermarks that no
-    /// [`committable`](Tracker::committable) call has taken yet.
+    /// [`committable`](Tracker::committable) call has taken yet; on a
+    /// progress tracker, that neither `committable` nor
+    /// [`progress`](Tracker::progress) has handed out yet.
     pub committable_records: u64,
     /// Watermark trackers: records not yet behind their partition's
     /// watermark (in flight, or acked behind one that is).

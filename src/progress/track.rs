@@ -152,11 +152,17 @@ where
         };
         let mut walk = Walk::default();
         let mut reported = Vec::new();
+        // Partitions whose progress the caller has (reported now or
+        // before), with the acked count that progress covers.
+        let mut handed = Vec::new();
         for number in 0..self.partitions.numbered() {
             let Some(lifecycle) = self.partitions.lifecycle(number) else {
                 continue;
             };
             let life = lifecycle.life.load(crate::sync::Ordering::Acquire);
+            // Before the walk: every record counted here is covered by
+            // what the walk reads (for the statistics).
+            let marked = watermarks.marked(number);
             if !watermarks.walk(&self.slots, number, life, &mut walk) {
                 continue;
             }
@@ -165,6 +171,7 @@ where
             };
             let progress = within(progress, config.max_metadata_bytes);
             let fingerprint = fingerprint(life, &progress);
+            handed.push((number, marked));
             if watermarks.seen(number) == fingerprint {
                 continue;
             }
@@ -179,6 +186,9 @@ where
         // no fingerprint moved, and the next call reports every change.
         for (number, fingerprint) in reported {
             watermarks.swap_seen(number, fingerprint);
+        }
+        for (number, marked) in handed {
+            watermarks.handed_out_progress(number, marked);
         }
         out
     }

@@ -169,6 +169,10 @@ pub(crate) struct Queue {
     /// The largest such count `committable` has reported, modulo 2^32
     /// (counts are compared as serial numbers).
     reported: AtomicU32,
+    /// On a progress tracker, `marked` (modulo 2^32) when `progress()`
+    /// last walked the partition: the acked records it has handed out, for
+    /// the statistics.
+    progress_marked: AtomicU32,
     /// `STOPPED | life` once a failed (or revoked) record of that life was
     /// passed: the watermark never moves again in that life. 0 before.
     /// Only the advancer writes it.
@@ -286,6 +290,7 @@ impl Queue {
             passed: AtomicU64::new(0),
             marked: AtomicU64::new(0),
             reported: AtomicU32::new(0),
+            progress_marked: AtomicU32::new(0),
             stopped: AtomicU64::new(0),
             newest: AtomicU32::new(0),
             mark: AtomicU64::new(0),
@@ -410,6 +415,36 @@ impl Watermarks {
         // `work` (see `short_of`), which our CAS above read if it
         // came first; if it came after, the watcher sees our pass.
         wakes || queue.watchers.load(Ordering::Relaxed) != 0
+    }
+
+    /// Acked records the watermark of `partition` has passed, modulo 2^32:
+    /// read by `progress()` before it walks the partition.
+    pub(crate) fn marked(&self, partition: usize) -> u32 {
+        // Relaxed: a statistic.
+        self.queues
+            .get(partition)
+            .map_or(0, |queue| queue.marked.load(Ordering::Relaxed) as u32)
+    }
+
+    /// Records that `progress()` handed out `partition`'s progress covering
+    /// the `marked` acked records it read before its walk.
+    pub(crate) fn handed_out_progress(&self, partition: usize, marked: u32) {
+        if let Some(queue) = self.queues.get(partition) {
+            // Relaxed: a statistic. Never back: a slower call of an
+            // earlier count leaves a later one.
+            let mut before = queue.progress_marked.load(Ordering::Relaxed);
+            while ahead_of(marked, before) != 0 {
+                match queue.progress_marked.compare_exchange_weak(
+                    before,
+                    marked,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(seen) => before = seen,
+                }
+            }
+        }
     }
 
     /// Records queued in `partition` so far: the target of a
@@ -647,6 +682,14 @@ impl Watermarks {
             let stopped = (stopped & STOPPED != 0).then_some(stopped as u32);
             let marked = queue.marked.load(Ordering::Relaxed) as u32;
             let reported = queue.reported.load(Ordering::Relaxed);
+            // On a progress tracker `progress()` hands acked records out
+            // too: the later of the two counts is what was handed out.
+            let by_progress = queue.progress_marked.load(Ordering::Relaxed);
+            let reported = if ahead_of(by_progress, reported) != 0 {
+                by_progress
+            } else {
+                reported
+            };
             f(
                 partition,
                 Backlog {
