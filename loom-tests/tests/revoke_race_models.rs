@@ -49,6 +49,25 @@ fn check_cell(tracker: &T, ticket: inflight::Ticket) {
     assert_eq!(tracker.in_flight(), 0);
 }
 
+/// The race of R1 and R2: a send (offset 1) on another thread, here a
+/// revoke of its partition and a send of the new life (offset 2, acked),
+/// then with `seal` an aborted flush; then [`check_cell`].
+fn stale_send_race(seal: bool) {
+    let tracker: Arc<T> = Arc::new(Tracker::new());
+    let zero = tracker.send("p", off(0)).unwrap();
+    tracker.ack(zero).unwrap();
+    let t2 = tracker.clone();
+    let sender = thread::spawn(move || t2.send("p", off(1)).unwrap());
+    let _ = tracker.revoke("p");
+    let new = tracker.send("p", off(2)).unwrap();
+    tracker.ack(new).unwrap();
+    if seal {
+        drop(tracker.begin_flush().unwrap()); // seals, then aborts
+    }
+    let ticket = sender.join().unwrap();
+    check_cell(&tracker, ticket);
+}
+
 /// R1. A send (offset 1) races a revoke of its partition followed by a
 /// send of the new life (offset 2, acked). If the first send read the
 /// ended life, its install must not displace the new life's record from
@@ -57,16 +76,7 @@ fn check_cell(tracker: &T, ticket: inflight::Ticket) {
 #[test]
 fn stale_send_vs_revoke_and_new_send() {
     run_model("stale_send_vs_revoke_and_new_send", || {
-        let tracker: Arc<T> = Arc::new(Tracker::new());
-        let zero = tracker.send("p", off(0)).unwrap();
-        tracker.ack(zero).unwrap();
-        let t2 = tracker.clone();
-        let sender = thread::spawn(move || t2.send("p", off(1)).unwrap());
-        let _ = tracker.revoke("p");
-        let new = tracker.send("p", off(2)).unwrap();
-        tracker.ack(new).unwrap();
-        let ticket = sender.join().unwrap();
-        check_cell(&tracker, ticket);
+        stale_send_race(false)
     });
 }
 
@@ -77,17 +87,7 @@ fn stale_send_vs_revoke_and_new_send() {
 #[test]
 fn stale_send_vs_revoke_seal_and_new_send() {
     run_model("stale_send_vs_revoke_seal_and_new_send", || {
-        let tracker: Arc<T> = Arc::new(Tracker::new());
-        let zero = tracker.send("p", off(0)).unwrap();
-        tracker.ack(zero).unwrap();
-        let t2 = tracker.clone();
-        let sender = thread::spawn(move || t2.send("p", off(1)).unwrap());
-        let _ = tracker.revoke("p");
-        let new = tracker.send("p", off(2)).unwrap();
-        tracker.ack(new).unwrap();
-        drop(tracker.begin_flush().unwrap()); // seals, then aborts
-        let ticket = sender.join().unwrap();
-        check_cell(&tracker, ticket);
+        stale_send_race(true)
     });
 }
 
