@@ -48,7 +48,11 @@ fn shuffled(n: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Times acking `n` records of `tracker`, sent first, in `order`.
-fn inflight_acks(tracker: &Tracker<u32, u64>, base: &mut u64, order: &[usize]) -> Duration {
+fn inflight_acks<M: inflight::mode::Watermarked>(
+    tracker: &Tracker<u32, u64, M>,
+    base: &mut u64,
+    order: &[usize],
+) -> Duration {
     let tickets: Vec<Ticket> = (0..order.len() as u64)
         .map(|i| tracker.send(0, *base + i).expect("room"))
         .collect();
@@ -85,23 +89,24 @@ fn btreeset_acks(set: &Mutex<BTreeSet<u64>>, base: &mut u64, order: &[usize]) ->
 fn one(group: &mut BenchmarkGroup<'_, WallTime>, n: usize) {
     let order = shuffled(n, n as u64);
     group.throughput(Throughput::Elements(n as u64));
-    let contenders: [(&str, Tracker<u32, u64>); 2] = [
-        ("inflight_wm", Tracker::builder().watermarks().build()),
-        (
-            "inflight_progress",
-            Tracker::builder().progress(1 << 20).build(),
-        ),
-    ];
-    for (name, tracker) in contenders {
-        let mut base = 0;
-        group.bench_function(BenchmarkId::new(name, n), |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| inflight_acks(&tracker, &mut base, &order))
-                    .sum()
-            })
-        });
+    let watermarks: inflight::WatermarkTracker<u32, u64> = Tracker::builder().watermarks().build();
+    let progress: inflight::ProgressTracker<u32, u64> =
+        Tracker::builder().progress(1 << 20).build();
+    macro_rules! contender {
+        ($name:expr, $tracker:expr) => {{
+            let (name, tracker) = ($name, $tracker);
+            let mut base = 0;
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| inflight_acks(&tracker, &mut base, &order))
+                        .sum()
+                })
+            });
+        }};
     }
+    contender!("inflight_wm", watermarks);
+    contender!("inflight_progress", progress);
     let set = Mutex::new(BTreeSet::new());
     let mut base = 0;
     group.bench_function(BenchmarkId::new("mutex_btreeset", n), |b| {

@@ -10,7 +10,7 @@
 //! cargo bench --bench progress -- encode/      # the encoding table and encode()
 //! ```
 //!
-//! - `progress/{P}x{R}`: one `progress()` call on a `Tracker<u32, u64>`
+//! - `progress/{P}x{R}`: one `progress()` call on a `ProgressTracker<u32, u64>`
 //!   built with `progress(4096)` that holds P partitions of R records each,
 //!   offsets `0..R`, sent once before measuring (10 million records for
 //!   1,000 x 10,000; the setup time is printed). In each partition offset 0
@@ -89,7 +89,7 @@ impl Rng {
 /// 0 of each partition never acked, each later one acked with probability
 /// 1/2.
 struct Backlog {
-    tracker: Tracker<u32, u64>,
+    tracker: inflight::ProgressTracker<u32, u64>,
     /// Per partition, the tickets of its pending records past offset 0.
     pending: Vec<Vec<Ticket>>,
     /// `change` calls so far.
@@ -344,7 +344,8 @@ fn chars(bytes: usize) -> usize {
 /// order and, if done, acked right away (so the in-flight span stays within
 /// the budget whatever the pattern).
 fn through_tracker(pattern: &Pattern) -> Progress {
-    let tracker: Tracker<u32, u64> = Tracker::builder().progress(METADATA_BYTES).build();
+    let tracker: inflight::ProgressTracker<u32, u64> =
+        Tracker::builder().progress(METADATA_BYTES).build();
     let mut pending = pattern.pending.iter().peekable();
     for offset in 0..pattern.end {
         let ticket = tracker.send(0, offset).expect("send");

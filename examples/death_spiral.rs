@@ -35,7 +35,7 @@
 //! with 50,000 operations per second.
 
 mod common;
-use inflight::{FlushError, Tracker};
+use inflight::{FlushError, Tracker, WatermarkTracker};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -142,7 +142,7 @@ impl Counters {
 /// and hands the tickets to the producer. Returns the next offset of each
 /// partition (so the last one is that minus 1).
 fn source(
-    tracker: &Tracker<u32, u64>,
+    tracker: &WatermarkTracker<u32, u64>,
     to_producer: mpsc::Sender<inflight::Ticket>,
     counters: &Counters,
     began: Instant,
@@ -183,7 +183,7 @@ fn source(
 /// unused rate beyond one tick) until `flat_out`, then as fast as it can;
 /// ends when the source is gone and everything is acked.
 fn producer(
-    tracker: &Tracker<u32, u64>,
+    tracker: &WatermarkTracker<u32, u64>,
     from_source: mpsc::Receiver<inflight::Ticket>,
     counters: &Counters,
     flat_out: &AtomicBool,
@@ -238,7 +238,7 @@ fn pace(began: Instant, every: Duration, stop: &AtomicBool) -> bool {
 /// The barrier committer: every `COMMIT_EVERY`, flush with a timeout; on a
 /// timeout, abort. Returns the offsets it stored.
 fn barrier_committer(
-    tracker: &Tracker<u32, u64>,
+    tracker: &WatermarkTracker<u32, u64>,
     counters: &Counters,
     began: Instant,
     stop: &AtomicBool,
@@ -277,7 +277,7 @@ fn barrier_committer(
 /// The watermark committer: every `COMMIT_EVERY`, take the committable
 /// offsets. Returns the offsets it stored.
 fn watermark_committer(
-    tracker: &Tracker<u32, u64>,
+    tracker: &WatermarkTracker<u32, u64>,
     counters: &Counters,
     began: Instant,
     stop: &AtomicBool,
@@ -313,7 +313,7 @@ fn print_row(s: &Snapshot) {
 
 fn main() {
     common::exit_when_stdout_closes();
-    let tracker: Tracker<u32, u64> = Tracker::builder().watermarks().build();
+    let tracker: inflight::WatermarkTracker<u32, u64> = Tracker::builder().watermarks().build();
     let counters = Counters::default();
     let (stop_committers, flat_out) = (AtomicBool::new(false), AtomicBool::new(false));
     println!("producer: acks {SINK_RATE} records/s (jittered), out of order within {SINK_WINDOW}");

@@ -23,7 +23,8 @@
 
 mod common;
 
-use inflight::Tracker;
+use inflight::mode::Mode;
+use inflight::{ProgressTracker, Tracker, WatermarkTracker};
 use std::time::{Duration, Instant};
 
 const BATCH: u64 = 64;
@@ -49,12 +50,37 @@ const KINDS: [(&str, Kind); 5] = [
 
 /// Nanoseconds per pair in one run of `batches` batches.
 fn run(kind: Kind, batches: u64) -> f64 {
-    let tracker: Tracker<u32, u64> = match kind {
-        Kind::Barrier | Kind::Batches => Tracker::new(),
-        Kind::Bounded => Tracker::with_capacity(BATCH as usize),
-        Kind::Watermarks => Tracker::builder().watermarks().build(),
-        Kind::Progress => Tracker::builder().progress(4096).build(),
+    let barrier = |tracker: &Tracker<u32, u64>| {
+        let mut flush = tracker.begin_flush().expect("no other flush");
+        flush.wait(Duration::ZERO).expect("all acked");
+        flush.commit().expect("waited");
     };
+    match kind {
+        Kind::Barrier | Kind::Batches => pairs(Tracker::new(), kind, batches, barrier),
+        Kind::Bounded => pairs(
+            Tracker::with_capacity(BATCH as usize),
+            kind,
+            batches,
+            barrier,
+        ),
+        Kind::Watermarks => {
+            let tracker: WatermarkTracker<u32, u64> = Tracker::builder().watermarks().build();
+            pairs(tracker, kind, batches, |t| drop(t.committable()))
+        }
+        Kind::Progress => {
+            let tracker: ProgressTracker<u32, u64> = Tracker::builder().progress(4096).build();
+            pairs(tracker, kind, batches, |t| drop(t.progress()))
+        }
+    }
+}
+
+/// [`run`] on `tracker`, committing with `commit` every 100 batches.
+fn pairs<M: Mode>(
+    tracker: Tracker<u32, u64, M>,
+    kind: Kind,
+    batches: u64,
+    commit: impl Fn(&Tracker<u32, u64, M>),
+) -> f64 {
     let mut tickets = Vec::with_capacity(BATCH as usize);
     let mut offset = 0_u64;
     let start = Instant::now();
@@ -75,15 +101,7 @@ fn run(kind: Kind, batches: u64) -> f64 {
             }
         }
         if batch % 100 == 99 {
-            match kind {
-                Kind::Barrier | Kind::Batches | Kind::Bounded => {
-                    let mut flush = tracker.begin_flush().expect("no other flush");
-                    flush.wait(Duration::ZERO).expect("all acked");
-                    flush.commit().expect("waited");
-                }
-                Kind::Watermarks => drop(tracker.committable()),
-                Kind::Progress => drop(tracker.progress()),
-            }
+            commit(&tracker);
         }
     }
     start.elapsed().as_nanos() as f64 / (batches * BATCH) as f64

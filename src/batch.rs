@@ -18,16 +18,17 @@
 //! [`Resolving`].
 
 use crate::generation::{entered_at, entered_from, Generation, Installed, SHARDS};
+use crate::mode::Mode;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
-use crate::{Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
+use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
 use std::hash::Hash;
 
 /// The most records of a batch that enter a generation in one step.
 pub(crate) const CHUNK: usize = 64;
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -80,7 +81,7 @@ where
     {
         let mut offsets = offsets.into_iter();
         let mut sent = 0;
-        if self.progress.is_some() {
+        if M::PROGRESS {
             for offset in offsets.by_ref() {
                 // User code (`Clone`), before anything is taken.
                 match self.send(partition.clone(), offset) {
@@ -120,29 +121,25 @@ where
         partition: &P,
         offsets: &mut impl Iterator<Item = O>,
         tickets: &mut Vec<Ticket>,
-    ) -> Result<usize, (Refused, Vec<O>)> {
+    ) -> Result<usize, (Why, Vec<O>)> {
         let Some(first) = offsets.next() else {
             return Ok(0);
         };
         // Relaxed: a fast path only; the re-check after entering decides.
         if self.closed.load(crate::sync::Ordering::Relaxed) {
-            return Err((Refused::Closed, vec![first]));
+            return Err(((Refused::Closed, None), vec![first]));
         }
         // User code: `P`'s `Hash` and `Eq` (and `Clone`, for a new
         // partition), while nothing is taken.
         let Some((number, lifecycle)) = self.partitions.number(partition) else {
-            return Err((Refused::Full, vec![first]));
+            return Err(((Refused::Full, Some(Limit::Internal)), vec![first]));
         };
         // Acquire: as in `send`, pairs with a revoke's Release bump.
         let life = lifecycle.life.load(crate::sync::Ordering::Acquire);
         let home = thread_index();
         // Every record is queued on a watermark tracker; only the chunk's
         // last is held, below.
-        let holds = if self.watermarks.is_some() {
-            QUEUE_HOLDS
-        } else {
-            0
-        };
+        let holds = if M::WATERMARKS { QUEUE_HOLDS } else { 0 };
         let mut chunk = Chunk {
             tracker: self,
             records: [(0, 0); CHUNK],
@@ -157,19 +154,19 @@ where
         while let Some(offset) = next.take() {
             // User code: an old offset's `Drop` (alloc puts the slot back).
             let Some((index, slot)) = self.slots.alloc(home) else {
-                refused = Some((Refused::Full, offset));
+                refused = Some(((Refused::Full, Some(Limit::Internal)), offset));
                 break;
             };
             if !self.take_permit(home) {
                 self.slots.recycle_slot(index, slot);
-                refused = Some((Refused::Full, offset));
+                refused = Some(((Refused::Full, Some(Limit::Capacity)), offset));
                 break;
             }
             // `number` < MAX_PARTITIONS < 2^32. On a watermark tracker the
             // record is prepared as a send's (the queue links it before it
             // is published); on a barrier tracker it is only filled, and
             // takes its tag when it is published (tag 0 until then).
-            let tag = if self.watermarks.is_some() {
+            let tag = if M::WATERMARKS {
                 self.slots.prepare(slot, offset, number as u32, life, holds)
             } else {
                 self.slots.fill(slot, offset, number as u32, life);
@@ -223,13 +220,13 @@ where
         if self.closed.load(crate::sync::Ordering::Acquire) {
             let mut unsent = chunk.take_back();
             unsent.extend(refused.map(|(_, offset)| offset));
-            return Err((Refused::Closed, unsent));
+            return Err(((Refused::Closed, None), unsent));
         }
         let entered = entered_at(generation, shard);
         for i in 0..n {
             let (index, _) = chunk.records[i];
             self.slots.set_generation(chunk.slot(i), entered);
-            if let Some(watermarks) = &self.watermarks {
+            if let Some(watermarks) = self.marks() {
                 // Before publishing, in offset order: the record's
                 // resolution must find it linked.
                 watermarks.link(&self.slots, number, index);
@@ -381,7 +378,7 @@ where
             };
             run.permits += 1;
             run.wakes |= resolved.watched;
-            if self.watermarks.is_some() {
+            if M::WATERMARKS {
                 // The record stays queued until the watermark passes it;
                 // the advance counts it out of its generation.
                 debug_assert!(!resolved.freed);
@@ -434,8 +431,8 @@ where
 /// A chunk of a batch being sent: backs out every record it prepared if
 /// the send ends before publishing them (the `Closed` re-check, or a panic
 /// in user code), as [`Undo`](crate::send) does for one record.
-struct Chunk<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct Chunk<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     records: [(usize, u32); CHUNK],
     slots: [Option<&'t Slot<O>>; CHUNK],
     len: usize,
@@ -447,7 +444,7 @@ struct Chunk<'t, P, O> {
     entered: Option<(usize, &'t Generation)>,
 }
 
-impl<'t, P, O> Chunk<'t, P, O> {
+impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
     fn slot(&self, i: usize) -> &'t Slot<O> {
         self.slots[i].expect("prepared")
     }
@@ -493,7 +490,7 @@ impl<'t, P, O> Chunk<'t, P, O> {
     }
 }
 
-impl<P, O> Drop for Chunk<'_, P, O> {
+impl<P, O, M: Mode> Drop for Chunk<'_, P, O, M> {
     /// While unwinding (or with nothing gathered): the offsets stay in
     /// their slots for their next users to drop, and a waker's panic is
     /// swallowed.
@@ -512,8 +509,8 @@ impl<P, O> Drop for Chunk<'_, P, O> {
 /// current run of one partition (watermark trackers), the permits, and
 /// the wake. Settled as runs end, and in `Drop` if the tickets' iterator
 /// panics, so no resolved record is left counted.
-struct Resolving<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct Resolving<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     leave: Option<(*const Generation, usize, u64)>,
     advance: Option<u32>,
     /// Records resolved, and how many of their permits were returned.
@@ -524,7 +521,7 @@ struct Resolving<'t, P, O> {
     room: bool,
 }
 
-impl<P, O> Resolving<'_, P, O> {
+impl<P, O, M: Mode> Resolving<'_, P, O, M> {
     fn settle_leave(&mut self) {
         if let Some((generation, shard, n)) = self.leave.take() {
             // SAFETY: the run's records still count in the generation until
@@ -567,7 +564,7 @@ impl<P, O> Resolving<'_, P, O> {
     }
 }
 
-impl<P, O> Drop for Resolving<'_, P, O> {
+impl<P, O, M: Mode> Drop for Resolving<'_, P, O, M> {
     /// Only while unwinding (the tickets' iterator panicked).
     fn drop(&mut self) {
         let (wakes, room) = self.settle();
@@ -575,12 +572,17 @@ impl<P, O> Drop for Resolving<'_, P, O> {
     }
 }
 
+/// Why a chunk stopped: the batch's refusal, and the limit for `Full`.
+type Why = (Refused, Option<Limit>);
+
 impl Refused {
-    fn of<P, O>(error: &SendError<P, O>) -> Self {
-        match error {
+    /// The batch's refusal for a send's, and the limit that refused it.
+    fn of<P, O>(error: &SendError<P, O>) -> Why {
+        let reason = match error {
             SendError::Full(..) => Refused::Full,
             SendError::Closed(..) => Refused::Closed,
             SendError::OutOfOrder(..) => Refused::OutOfOrder,
-        }
+        };
+        (reason, error.limit())
     }
 }

@@ -6,23 +6,34 @@ use std::fmt;
 /// comes back in the error, so nothing is lost.
 ///
 /// ```
-/// use inflight::{SendError, Tracker};
+/// use inflight::{Limit, SendError, Tracker};
 /// let tracker = Tracker::with_capacity(1);
 /// let _first = tracker.send("p", 1_u64).unwrap();
 /// match tracker.send("p", 2_u64) {
-///     Err(SendError::Full(partition, offset)) => assert_eq!((partition, offset), ("p", 2)),
+///     Err(SendError::Full(partition, offset, Limit::Capacity)) => {
+///         assert_eq!((partition, offset), ("p", 2))
+///     }
 ///     other => panic!("expected Full, got {other:?}"),
 /// }
+/// let refused = tracker.send("p", 3_u64).unwrap_err();
+/// assert_eq!(format!("{refused:?}"), r#"Full("p", 3, Capacity)"#);
+/// assert_eq!(
+///     refused.to_string(),
+///     "the tracker holds its capacity of records in flight; the record was not sent"
+/// );
 /// ```
 #[derive(PartialEq, Eq, Clone)]
 #[non_exhaustive]
 pub enum SendError<P, O> {
-    /// The tracker already holds its capacity of records in flight (see
-    /// [`Tracker::with_capacity`](crate::Tracker::with_capacity)); resolve
-    /// some and retry. On a progress tracker, also: the partition's
-    /// progress could outgrow the metadata budget (see
-    /// [`Builder::progress`](crate::Builder::progress)) until its stuck
-    /// record is acked.
+    /// A limit is reached, the [`Limit`] says which: the tracker's
+    /// capacity (see
+    /// [`Tracker::with_capacity`](crate::Tracker::with_capacity)), resolve
+    /// some records and retry; on a progress tracker, the partition's
+    /// metadata budget (see [`Builder::progress`](crate::Builder::progress)),
+    /// until its stuck record is acked; or the tracker's internal limit on
+    /// records or partitions. [`send_timeout`](crate::Tracker::send_timeout)
+    /// and [`send_async`](crate::Tracker::send_async) wait for the first
+    /// two.
     ///
     /// On a progress tracker the partition now **owes** the offset: every
     /// later send of the partition is refused with
@@ -32,7 +43,7 @@ pub enum SendError<P, O> {
     /// ([`send_timeout`](crate::Tracker::send_timeout) and
     /// [`send_async`](crate::Tracker::send_async) wait for room); to skip a
     /// record for good, send it and ack it.
-    Full(P, O),
+    Full(P, O, Limit),
     /// [`Tracker::close`](crate::Tracker::close) was called; no record is
     /// accepted any more.
     Closed(P, O),
@@ -59,17 +70,84 @@ impl<P, O> SendError<P, O> {
     /// ```
     pub fn into_inner(self) -> (P, O) {
         match self {
-            SendError::Full(p, o) | SendError::Closed(p, o) | SendError::OutOfOrder(p, o) => (p, o),
+            SendError::Full(p, o, _) | SendError::Closed(p, o) | SendError::OutOfOrder(p, o) => {
+                (p, o)
+            }
+        }
+    }
+
+    /// The limit that refused the record, for [`Full`](SendError::Full);
+    /// `None` for the other refusals.
+    ///
+    /// ```
+    /// use inflight::{Limit, Tracker};
+    /// let tracker = Tracker::with_capacity(0);
+    /// let refused = tracker.send("p", 1_u64).unwrap_err();
+    /// assert_eq!(refused.limit(), Some(Limit::Capacity));
+    /// ```
+    pub fn limit(&self) -> Option<Limit> {
+        match self {
+            SendError::Full(_, _, limit) => Some(*limit),
+            _ => None,
         }
     }
 }
 
-impl<P, O> fmt::Debug for SendError<P, O> {
+/// Which limit refused a record with [`SendError::Full`] (or stopped a
+/// batch with [`Refused::Full`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    /// The tracker's capacity: it holds as many records as
+    /// [`Tracker::with_capacity`](crate::Tracker::with_capacity) (or
+    /// [`Builder::capacity`](crate::Builder::capacity)) allows. Waiting
+    /// sends are woken when one leaves.
+    Capacity,
+    /// The partition's metadata budget, on a progress tracker (see
+    /// [`Builder::progress`](crate::Builder::progress)): accepting the
+    /// record could let its encoded progress outgrow `max_metadata_bytes`.
+    /// Waiting sends are woken when a record of the partition is resolved.
+    MetadataBudget,
+    /// The tracker's internal limit: 2^24 − 1 records held, or 16,777,152
+    /// partitions. It does not pass by waiting for a resolution in
+    /// general; a tracker that meets it needs a capacity.
+    Internal,
+}
+
+impl Limit {
+    fn describe(self) -> &'static str {
+        match self {
+            Limit::Capacity => "the tracker holds its capacity of records in flight",
+            Limit::MetadataBudget => {
+                "the partition's progress could outgrow its metadata budget \
+                 until its oldest unacked record is acked"
+            }
+            Limit::Internal => {
+                "the tracker's internal limit (2^24 - 1 records or 16,777,152 partitions) \
+                 is reached"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Shows the record: `Full("p", 3, Capacity)`.
+impl<P: fmt::Debug, O: fmt::Debug> fmt::Debug for SendError<P, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SendError::Full(..) => f.write_str("Full(..)"),
-            SendError::Closed(..) => f.write_str("Closed(..)"),
-            SendError::OutOfOrder(..) => f.write_str("OutOfOrder(..)"),
+            SendError::Full(p, o, limit) => f
+                .debug_tuple("Full")
+                .field(p)
+                .field(o)
+                .field(limit)
+                .finish(),
+            SendError::Closed(p, o) => f.debug_tuple("Closed").field(p).field(o).finish(),
+            SendError::OutOfOrder(p, o) => f.debug_tuple("OutOfOrder").field(p).field(o).finish(),
         }
     }
 }
@@ -77,9 +155,7 @@ impl<P, O> fmt::Debug for SendError<P, O> {
 impl<P, O> fmt::Display for SendError<P, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SendError::Full(..) => {
-                f.write_str("the tracker is at capacity; the record was not sent")
-            }
+            SendError::Full(_, _, limit) => write!(f, "{limit}; the record was not sent"),
             SendError::Closed(..) => f.write_str("the tracker is closed; the record was not sent"),
             SendError::OutOfOrder(..) => f.write_str(
                 "the offset is not above every earlier one of its partition; the record was not sent",
@@ -88,7 +164,7 @@ impl<P, O> fmt::Display for SendError<P, O> {
     }
 }
 
-impl<P, O> std::error::Error for SendError<P, O> {}
+impl<P: fmt::Debug, O: fmt::Debug> std::error::Error for SendError<P, O> {}
 
 /// Why a ticket could not be resolved. In every case nothing changed.
 ///
@@ -294,8 +370,8 @@ impl From<DrainError> for FlushError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Refused {
-    /// As [`SendError::Full`]: at capacity (or, on a progress tracker, over
-    /// the metadata budget), or out of slots or partitions.
+    /// As [`SendError::Full`]: a limit is reached;
+    /// [`SendBatchError::limit`] says which.
     Full,
     /// As [`SendError::Closed`].
     Closed,
@@ -317,6 +393,8 @@ pub enum Refused {
 pub struct SendBatchError<O, I> {
     /// Why the batch stopped.
     pub reason: Refused,
+    /// For [`Refused::Full`], the limit reached.
+    pub limit: Option<Limit>,
     /// The offsets taken from the batch and not sent, in order (at least
     /// one: one for `Full` and `OutOfOrder`, up to 64 for `Closed`).
     pub unsent: Vec<O>,
@@ -325,9 +403,10 @@ pub struct SendBatchError<O, I> {
 }
 
 impl<O, I: Iterator<Item = O>> SendBatchError<O, I> {
-    pub(crate) fn new(reason: Refused, unsent: Vec<O>, rest: I) -> Self {
+    pub(crate) fn new((reason, limit): (Refused, Option<Limit>), unsent: Vec<O>, rest: I) -> Self {
         Self {
             reason,
+            limit,
             unsent,
             rest,
         }
@@ -343,6 +422,7 @@ impl<O, I> fmt::Debug for SendBatchError<O, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SendBatchError")
             .field("reason", &self.reason)
+            .field("limit", &self.limit)
             .field("unsent", &self.unsent.len())
             .finish_non_exhaustive()
     }
@@ -350,15 +430,15 @@ impl<O, I> fmt::Debug for SendBatchError<O, I> {
 
 impl<O, I> fmt::Display for SendBatchError<O, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = match self.reason {
-            Refused::Full => "the tracker is at capacity",
-            Refused::Closed => "the tracker is closed",
-            Refused::OutOfOrder => "an offset is not above every earlier one of its partition",
+        let why = match (self.reason, self.limit) {
+            (Refused::Full, Some(limit)) => limit.describe(),
+            (Refused::Full, None) => "a limit of the tracker is reached",
+            (Refused::Closed, _) => "the tracker is closed",
+            (Refused::OutOfOrder, _) => "an offset is not above every earlier one of its partition",
         };
         write!(f, "{why}; the batch stopped there, the rest was not sent")
     }
 }
-
 impl<O, I> std::error::Error for SendBatchError<O, I> {}
 
 /// Some tickets of [`Tracker::ack_all`](crate::Tracker::ack_all) or

@@ -23,6 +23,7 @@
 //! Failures are never cleared: offsets never move past a failed record.
 
 use crate::generation::Generation;
+use crate::mode::{Barrier, Mode};
 use crate::slab::HELD;
 use crate::sync::epoch;
 use crate::sync::Ordering;
@@ -79,8 +80,8 @@ enum Phase {
 /// flush.commit().unwrap();
 /// ```
 #[must_use = "dropping a Flush aborts it"]
-pub struct Flush<'t, P, O> {
-    pub(crate) tracker: &'t Tracker<P, O>,
+pub struct Flush<'t, P, O, M: Mode = Barrier> {
+    pub(crate) tracker: &'t Tracker<P, O, M>,
     pub(crate) state: FlushState,
 }
 
@@ -95,12 +96,12 @@ pub(crate) struct FlushState {
     phase: Phase,
 }
 
-impl<'t, P, O> Flush<'t, P, O>
+impl<'t, P, O, M: Mode> Flush<'t, P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    pub(crate) fn new(tracker: &'t Tracker<P, O>, upto: u64) -> Self {
+    pub(crate) fn new(tracker: &'t Tracker<P, O, M>, upto: u64) -> Self {
         Self {
             tracker,
             state: FlushState::new(upto),
@@ -196,9 +197,9 @@ impl FlushState {
         }
     }
 
-    fn wait<P, O>(
+    fn wait<P, O, M: Mode>(
         &mut self,
-        tracker: &Tracker<P, O>,
+        tracker: &Tracker<P, O, M>,
         timeout: Duration,
     ) -> Result<HashMap<P, O>, FlushError>
     where
@@ -219,9 +220,9 @@ impl FlushState {
     }
 
     /// The result of a wait (blocking or async) that ended with `drained`.
-    pub(crate) fn finish<P, O>(
+    pub(crate) fn finish<P, O, M: Mode>(
         &mut self,
-        tracker: &Tracker<P, O>,
+        tracker: &Tracker<P, O, M>,
         drained: Result<(), FlushError>,
     ) -> Result<HashMap<P, O>, FlushError>
     where
@@ -239,7 +240,10 @@ impl FlushState {
     }
 
     /// The result once nothing covered is pending.
-    fn outcome<P, O>(&mut self, tracker: &Tracker<P, O>) -> Result<HashMap<P, O>, FlushError>
+    fn outcome<P, O, M: Mode>(
+        &mut self,
+        tracker: &Tracker<P, O, M>,
+    ) -> Result<HashMap<P, O>, FlushError>
     where
         P: Hash + Eq + Clone + Send + Sync,
         O: Clone + Send + Sync,
@@ -276,7 +280,10 @@ impl FlushState {
     /// covered records are still pending, or [`FlushError::Failed`] as soon
     /// as a covered record failed (guarantee 15): the flush can then never
     /// succeed, so nobody should wait for the rest.
-    pub(crate) fn advance<P, O>(&mut self, tracker: &Tracker<P, O>) -> Result<usize, FlushError> {
+    pub(crate) fn advance<P, O, M: Mode>(
+        &mut self,
+        tracker: &Tracker<P, O, M>,
+    ) -> Result<usize, FlushError> {
         if self.folded {
             return Ok(0);
         }
@@ -335,7 +342,7 @@ impl FlushState {
         Ok(pending)
     }
 
-    fn commit<P, O>(&mut self, tracker: &Tracker<P, O>) -> Result<(), FlushError> {
+    fn commit<P, O, M: Mode>(&mut self, tracker: &Tracker<P, O, M>) -> Result<(), FlushError> {
         if self.phase != Phase::Ready {
             return Err(FlushError::NotReady);
         }
@@ -350,7 +357,7 @@ impl FlushState {
         Ok(())
     }
 
-    fn pending<P, O>(&self, tracker: &Tracker<P, O>) -> usize
+    fn pending<P, O, M: Mode>(&self, tracker: &Tracker<P, O, M>) -> usize
     where
         P: Hash + Eq + Clone + Send + Sync,
         O: Clone + Send + Sync,
@@ -387,19 +394,19 @@ impl FlushState {
 /// flush.commit().unwrap();
 /// ```
 #[must_use = "dropping an OwnedFlush aborts it"]
-pub struct OwnedFlush<P, O> {
+pub struct OwnedFlush<P, O, M: Mode = Barrier> {
     // The user's `Arc` (the public API's), not shared memory of the crate's
     // own, so it is std's even under loom.
-    tracker: std::sync::Arc<Tracker<P, O>>,
+    tracker: std::sync::Arc<Tracker<P, O, M>>,
     state: FlushState,
 }
 
-impl<P, O> OwnedFlush<P, O>
+impl<P, O, M: Mode> OwnedFlush<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    pub(crate) fn new(tracker: std::sync::Arc<Tracker<P, O>>, upto: u64) -> Self {
+    pub(crate) fn new(tracker: std::sync::Arc<Tracker<P, O, M>>, upto: u64) -> Self {
         Self {
             tracker,
             state: FlushState::new(upto),
@@ -436,18 +443,18 @@ where
     }
 
     /// The tracker this flush belongs to.
-    pub fn tracker(&self) -> &std::sync::Arc<Tracker<P, O>> {
+    pub fn tracker(&self) -> &std::sync::Arc<Tracker<P, O, M>> {
         &self.tracker
     }
 }
 
-impl<P, O> Drop for OwnedFlush<P, O> {
+impl<P, O, M: Mode> Drop for OwnedFlush<P, O, M> {
     fn drop(&mut self) {
         self.tracker.end_flush();
     }
 }
 
-impl<P, O> fmt::Debug for OwnedFlush<P, O> {
+impl<P, O, M: Mode> fmt::Debug for OwnedFlush<P, O, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedFlush")
             .field("phase", &self.state.phase)
@@ -456,7 +463,7 @@ impl<P, O> fmt::Debug for OwnedFlush<P, O> {
     }
 }
 
-fn fold<P, O>(carry: &mut Carry, generation: &Generation, tracker: &Tracker<P, O>) {
+fn fold<P, O, M: Mode>(carry: &mut Carry, generation: &Generation, tracker: &Tracker<P, O, M>) {
     let slots = &tracker.slots;
     generation.for_each_cell(|partition, slot, life| {
         if carry.slots.len() <= partition {
@@ -498,7 +505,7 @@ fn fold<P, O>(carry: &mut Carry, generation: &Generation, tracker: &Tracker<P, O
 
 impl Carry {
     /// Failed records whose partition's life has not ended since.
-    fn current_failures<P, O>(&self, tracker: &Tracker<P, O>) -> usize {
+    fn current_failures<P, O, M: Mode>(&self, tracker: &Tracker<P, O, M>) -> usize {
         self.failures
             .iter()
             .filter(|&&(partition, life, _)| tracker.is_current(partition, life))
@@ -507,13 +514,13 @@ impl Carry {
     }
 }
 
-impl<P, O> Drop for Flush<'_, P, O> {
+impl<P, O, M: Mode> Drop for Flush<'_, P, O, M> {
     fn drop(&mut self) {
         self.tracker.end_flush();
     }
 }
 
-impl<P, O> fmt::Debug for Flush<'_, P, O> {
+impl<P, O, M: Mode> fmt::Debug for Flush<'_, P, O, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Flush")
             .field("phase", &self.state.phase)

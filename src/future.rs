@@ -33,6 +33,7 @@
 //! did not take stays for the next wait.
 
 use crate::flush::FlushState;
+use crate::mode::Mode;
 use crate::send::Wait;
 use crate::waiter::WakerRegistration;
 use crate::{DrainError, Flush, FlushError, SendError, Ticket, Tracker};
@@ -47,15 +48,15 @@ use std::task::{Context, Poll};
 /// error), or an interrupt arrives (`Interrupted`, consuming it). `pending`
 /// must count only records of sealed generations, whose last resolution
 /// (or a failed one) wakes waiters.
-struct UntilDrained<'t, P, O, F> {
-    tracker: &'t Tracker<P, O>,
+struct UntilDrained<'t, P, O, M: Mode, F> {
+    tracker: &'t Tracker<P, O, M>,
     pending: F,
     /// This task's entry in the tracker's waiter registry, once it has one.
     registration: Option<WakerRegistration>,
 }
 
-impl<'t, P, O, F> UntilDrained<'t, P, O, F> {
-    fn new(tracker: &'t Tracker<P, O>, pending: F) -> Self {
+impl<'t, P, O, M: Mode, F> UntilDrained<'t, P, O, M, F> {
+    fn new(tracker: &'t Tracker<P, O, M>, pending: F) -> Self {
         Self {
             tracker,
             pending,
@@ -70,7 +71,7 @@ impl<'t, P, O, F> UntilDrained<'t, P, O, F> {
     }
 }
 
-impl<P, O, F> Future for UntilDrained<'_, P, O, F>
+impl<P, O, M: Mode, F> Future for UntilDrained<'_, P, O, M, F>
 where
     F: FnMut() -> Result<usize, FlushError> + Unpin,
 {
@@ -104,7 +105,7 @@ where
     }
 }
 
-impl<P, O, F> UntilDrained<'_, P, O, F>
+impl<P, O, M: Mode, F> UntilDrained<'_, P, O, M, F>
 where
     F: FnMut() -> Result<usize, FlushError>,
 {
@@ -125,13 +126,13 @@ where
     }
 }
 
-impl<P, O, F> Drop for UntilDrained<'_, P, O, F> {
+impl<P, O, M: Mode, F> Drop for UntilDrained<'_, P, O, M, F> {
     fn drop(&mut self) {
         self.unregister();
     }
 }
 
-impl<P, O, F> fmt::Debug for UntilDrained<'_, P, O, F> {
+impl<P, O, M: Mode, F> fmt::Debug for UntilDrained<'_, P, O, M, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UntilDrained")
             .field("registered", &self.registration.is_some())
@@ -139,7 +140,7 @@ impl<P, O, F> fmt::Debug for UntilDrained<'_, P, O, F> {
     }
 }
 
-impl<'t, P, O> Flush<'t, P, O>
+impl<'t, P, O, M: Mode> Flush<'t, P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -190,16 +191,16 @@ where
     #[allow(clippy::manual_async_fn)]
     pub fn wait_async<'f>(
         &'f mut self,
-    ) -> impl Future<Output = Result<HashMap<P, O>, FlushError>> + Send + use<'f, 't, P, O> {
+    ) -> impl Future<Output = Result<HashMap<P, O>, FlushError>> + Send + use<'f, 't, P, O, M> {
         self.state.wait_async(self.tracker)
     }
 }
 
 impl FlushState {
     /// The async wait of a [`Flush`] or an [`OwnedFlush`](crate::OwnedFlush).
-    pub(crate) async fn wait_async<P, O>(
+    pub(crate) async fn wait_async<P, O, M: Mode>(
         &mut self,
-        tracker: &Tracker<P, O>,
+        tracker: &Tracker<P, O, M>,
     ) -> Result<HashMap<P, O>, FlushError>
     where
         P: Hash + Eq + Clone + Send + Sync,
@@ -215,7 +216,7 @@ impl FlushState {
     }
 }
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -426,8 +427,8 @@ mod tests {
 
 /// A future that resolves when `pending()` returns `Ok(0)` or an error,
 /// or an interrupt arrives: [`UntilDrained`], for other modules.
-pub(crate) fn until<'t, P, O, F>(
-    tracker: &'t Tracker<P, O>,
+pub(crate) fn until<'t, P, O, M: Mode, F>(
+    tracker: &'t Tracker<P, O, M>,
     pending: F,
 ) -> impl Future<Output = Result<(), FlushError>> + 't
 where
@@ -440,8 +441,8 @@ where
 
 /// The future of [`Tracker::send_async`]: sends its record once there is
 /// room. See there.
-struct SendWhenRoom<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct SendWhenRoom<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     /// The record, until it is sent or handed back.
     record: Option<(P, O)>,
     /// This task's entry in the tracker's `room` registry, once it has one.
@@ -451,9 +452,9 @@ struct SendWhenRoom<'t, P, O> {
 }
 
 // No field is pinned: the record moves in and out of its `Option` by value.
-impl<P, O> Unpin for SendWhenRoom<'_, P, O> {}
+impl<P, O, M: Mode> Unpin for SendWhenRoom<'_, P, O, M> {}
 
-impl<P, O> Future for SendWhenRoom<'_, P, O>
+impl<P, O, M: Mode> Future for SendWhenRoom<'_, P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -471,7 +472,7 @@ where
             };
             let mut wait = Wait::Never;
             match tracker.send_noting(partition, offset, &mut wait) {
-                Err(SendError::Full(partition, offset)) if wait != Wait::Never => {
+                Err(SendError::Full(partition, offset, _)) if wait != Wait::Never => {
                     this.record = Some((partition, offset));
                 }
                 done => {
@@ -493,7 +494,7 @@ where
     }
 }
 
-impl<P, O> SendWhenRoom<'_, P, O> {
+impl<P, O, M: Mode> SendWhenRoom<'_, P, O, M> {
     fn unregister(&mut self) {
         if let Some(registration) = self.registration.take() {
             self.tracker.room.unregister_waker(registration);
@@ -501,7 +502,7 @@ impl<P, O> SendWhenRoom<'_, P, O> {
     }
 }
 
-impl<P, O> Drop for SendWhenRoom<'_, P, O> {
+impl<P, O, M: Mode> Drop for SendWhenRoom<'_, P, O, M> {
     fn drop(&mut self) {
         self.unregister();
     }

@@ -139,6 +139,7 @@ mod error;
 mod flush;
 mod future;
 mod generation;
+pub mod mode;
 mod pages;
 mod partition;
 mod permits;
@@ -156,7 +157,7 @@ mod waiter;
 mod watermark;
 
 pub use error::{
-    BeginFlushError, DrainError, FlushError, Refused, ResolveBatchError, ResolveError,
+    BeginFlushError, DrainError, FlushError, Limit, Refused, ResolveBatchError, ResolveError,
     SendBatchError, SendError,
 };
 pub use flush::{Flush, OwnedFlush};
@@ -165,6 +166,33 @@ pub use revoke::Revoked;
 pub use stats::{Stats, Unresolved, LARGEST_PARTITIONS};
 pub use ticket::Ticket;
 pub use tracker::{Builder, Tracker};
+
+/// A tracker that keeps a watermark per partition: [`Tracker::committable`]
+/// gives each partition's **last done** offset at any moment. Built by
+/// [`Tracker::builder()`](Tracker::builder)`.watermarks().build()`.
+///
+/// ```
+/// use inflight::{Tracker, WatermarkTracker};
+/// let tracker: WatermarkTracker<&str, u64> = Tracker::builder().watermarks().build();
+/// let ticket = tracker.send("orders", 41).unwrap();
+/// tracker.ack(ticket).unwrap();
+/// assert_eq!(tracker.committable()["orders"], 41); // commit 42 to Kafka
+/// ```
+pub type WatermarkTracker<P, O> = Tracker<P, O, mode::Watermarks>;
+
+/// A tracker that keeps each partition's progress beyond its watermark:
+/// [`Tracker::progress`] gives the **next** offset to read and which
+/// offsets past it are done, encoded for a commit's metadata. Built by
+/// [`Tracker::builder()`](Tracker::builder)`.progress(max_metadata_bytes).build()`.
+///
+/// ```
+/// use inflight::{ProgressTracker, Tracker};
+/// let tracker: ProgressTracker<&str, u64> = Tracker::builder().progress(4096).build();
+/// let ticket = tracker.send("orders", 41).unwrap();
+/// tracker.ack(ticket).unwrap();
+/// assert_eq!(tracker.progress()["orders"].next(), 42); // commit 42 to Kafka
+/// ```
+pub type ProgressTracker<P, O> = Tracker<P, O, mode::Progress>;
 pub use watermark::Committable;
 
 #[doc = include_str!("../IMPLEMENTATION.md")]

@@ -7,12 +7,13 @@
 //! last. See "Slots and tickets" in [`crate::implementation`].
 
 use crate::generation::entered_from;
+use crate::mode::Mode;
 use crate::slab::Outcome;
 use crate::ticket::{RawTicket, Ticket};
 use crate::{ResolveError, Tracker};
 use std::hash::Hash;
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -87,7 +88,7 @@ where
             return Err(ResolveError::ForeignTracker);
         }
         let resolved = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
-        if self.watermarks.is_some() {
+        if M::WATERMARKS {
             let room = self.return_permit();
             // The record stays queued (so not freed) and live in its
             // generation until the watermark passes it; the advance (ours or
@@ -148,12 +149,12 @@ pub(crate) fn typed(error: ResolveError) -> ResolveError {
     }
 }
 
-impl<P, O> Tracker<P, O> {
+impl<P, O, M: Mode> Tracker<P, O, M> {
     /// Advances the watermark of partition `partition` (a watermark
     /// tracker's), or leaves that to the thread already advancing it, and
     /// returns whether waiters must be woken.
     pub(crate) fn advance_watermark(&self, partition: u32) -> bool {
-        let Some(watermarks) = &self.watermarks else {
+        let Some(watermarks) = self.marks() else {
             return false;
         };
         watermarks.advance(
@@ -180,7 +181,7 @@ impl<P, O> Tracker<P, O> {
     /// The caller then wakes the room's waiters, last.
     #[inline]
     pub(crate) fn budget_freed(&self, partition: u32) -> bool {
-        match (&self.watermarks, self.progress) {
+        match (self.marks(), self.progress_config()) {
             (Some(watermarks), Some(_)) => watermarks.budget_freed(partition as usize),
             _ => false,
         }

@@ -77,6 +77,7 @@
 //! and ack; a revoke is rare.
 
 use crate::generation::entered_from;
+use crate::mode::Mode;
 use crate::partition::Lifecycle;
 use crate::slab::{status_of_state, tag, LIVE};
 use crate::sync::Ordering;
@@ -125,7 +126,7 @@ pub struct Revoked<O> {
     pub committable: Option<O>,
 }
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -235,7 +236,7 @@ where
     /// or one an earlier revoke put back), cloned, and the partition
     /// settled (late marks of ended lives dropped from now on).
     fn take_ended(&self, number: usize, life: u32) -> Option<O> {
-        let watermarks = self.watermarks.as_ref()?;
+        let watermarks = self.marks()?;
         let mark = watermarks.take_ended(number, life, &self.slots);
         let offset = mark.map(|mark| {
             // If the `Clone` (user code) panics, the mark goes back, and the
@@ -273,7 +274,7 @@ where
         let room = self.return_permit();
         #[cfg_attr(inflight_mutant = "revoke_keeps_pending", allow(unused_mut))]
         let mut wakes = resolved.watched;
-        if self.watermarks.is_none() {
+        if !M::WATERMARKS {
             let (generation, shard) = entered_from(resolved.generation);
             // SAFETY: as in `resolve`: read while the record was LIVE, proved
             // by our CAS, and alive until our leave.
@@ -402,7 +403,7 @@ where
     }
 
     /// Starts watching the records of `partition` sent so far.
-    fn watch_partition<Q>(&self, partition: &Q) -> Option<Watch<'_, P, O>>
+    fn watch_partition<Q>(&self, partition: &Q) -> Option<Watch<'_, P, O, M>>
     where
         P: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -416,7 +417,7 @@ where
             counted: false,
             tail: 0,
         };
-        match &self.watermarks {
+        match self.marks() {
             Some(watermarks) => {
                 // No queue yet: no record of the partition was sent before
                 // the call (a send queues its record before it returns), so
@@ -448,8 +449,8 @@ where
 /// it flagged `WATCHED` (whose resolution wakes waiters); on a watermark
 /// tracker, the watermark passing the records queued before the call (the
 /// advancer wakes waiters while the queue has watchers).
-struct Watch<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct Watch<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     number: usize,
     records: Vec<(usize, u64)>,
     target: Option<u64>,
@@ -462,10 +463,10 @@ struct Watch<'t, P, O> {
     counted: bool,
 }
 
-impl<P, O> Watch<'_, P, O> {
+impl<P, O, M: Mode> Watch<'_, P, O, M> {
     /// How many of the watched records are still pending.
-    fn pending(&self, tracker: &Tracker<P, O>) -> usize {
-        match (self.target, &tracker.watermarks) {
+    fn pending(&self, tracker: &Tracker<P, O, M>) -> usize {
+        match (self.target, tracker.marks()) {
             (Some(target), Some(watermarks)) => {
                 match watermarks.short_of(self.number, target) as usize {
                     // Every counted record passed; one sent before the call
@@ -485,24 +486,24 @@ impl<P, O> Watch<'_, P, O> {
     }
 }
 
-impl<P, O> Drop for Watch<'_, P, O> {
+impl<P, O, M: Mode> Drop for Watch<'_, P, O, M> {
     fn drop(&mut self) {
-        if let (true, Some(watermarks)) = (self.counted, &self.tracker.watermarks) {
+        if let (true, Some(watermarks)) = (self.counted, self.tracker.marks()) {
             watermarks.unwatch(self.number);
         }
     }
 }
 
 /// Puts a mark `Tracker::take_ended` took back if cloning its offset panics.
-struct PutBack<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct PutBack<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     number: usize,
     mark: u64,
 }
 
-impl<P, O> Drop for PutBack<'_, P, O> {
+impl<P, O, M: Mode> Drop for PutBack<'_, P, O, M> {
     fn drop(&mut self) {
-        if let Some(watermarks) = &self.tracker.watermarks {
+        if let Some(watermarks) = self.tracker.marks() {
             watermarks.put_back(self.number, self.mark, &self.tracker.slots);
         }
     }

@@ -7,13 +7,14 @@
 //! count shards and the seal" and "Drain" in [`crate::implementation`].
 
 use crate::generation::{Generation, SHARDS};
+use crate::mode::Mode;
 use crate::sync::epoch::{self, Guard, Owned, Shared};
 use crate::sync::{Ordering, SPINS_BEFORE_PARK};
 use crate::{BeginFlushError, DrainError, Flush, FlushError, OwnedFlush, Tracker};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -112,7 +113,7 @@ where
     /// flush.abort();
     /// assert!(tracker.begin_flush().is_ok());
     /// ```
-    pub fn begin_flush(&self) -> Result<Flush<'_, P, O>, BeginFlushError> {
+    pub fn begin_flush(&self) -> Result<Flush<'_, P, O, M>, BeginFlushError> {
         self.start_flush(|upto| Flush::new(self, upto))
     }
 
@@ -142,7 +143,7 @@ where
     /// ```
     pub fn begin_flush_owned(
         self: &std::sync::Arc<Self>,
-    ) -> Result<OwnedFlush<P, O>, BeginFlushError> {
+    ) -> Result<OwnedFlush<P, O, M>, BeginFlushError> {
         self.start_flush(|upto| OwnedFlush::new(std::sync::Arc::clone(self), upto))
     }
 
@@ -272,7 +273,7 @@ where
     }
 }
 
-impl<P, O> Tracker<P, O> {
+impl<P, O, M: Mode> Tracker<P, O, M> {
     /// Blocks until `pending()` returns `Ok(0)` (`Ok`) or an error (that
     /// error), an interrupt arrives (`Interrupted`, consuming it) or
     /// `timeout` passes (`Timeout`). Spins briefly, then parks; the

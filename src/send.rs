@@ -7,6 +7,7 @@
 //! panics" in [`crate::implementation`].
 
 use crate::generation::{entered_at, Entry, Generation, Installed, SHARDS};
+use crate::mode::Mode;
 use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
 use crate::slab::{Slot, HELD, QUEUE_HOLDS};
@@ -14,11 +15,11 @@ use crate::sync::epoch;
 use crate::sync::{thread_index, Ordering};
 use crate::ticket::Ticket;
 use crate::watermark::Refusal;
-use crate::{SendError, Tracker};
+use crate::{Limit, SendError, Tracker};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -71,7 +72,7 @@ where
         }
         // On a progress tracker, the offset's position: user code (its
         // `Clone` and `SeqOffset::seq`), run while nothing is taken.
-        let seq = match self.progress {
+        let seq = match self.progress_config() {
             Some(config) => match (config.seq_of)(&offset) {
                 NO_POSITION => return Err(SendError::OutOfOrder(partition, offset)),
                 seq => Some(seq),
@@ -90,18 +91,20 @@ where
             // No partition number, so no queue to owe the offset in: every
             // later send of the partition is refused the same way until a
             // number frees (see `Builder::progress`).
-            return Err(SendError::Full(partition, offset));
+            return Err(SendError::Full(partition, offset, Limit::Internal));
         };
         // Acquire: pairs with a revoke's Release bump (see the re-check
         // after `publish`).
         let life = lifecycle.life.load(Ordering::Acquire);
         let home = thread_index();
         let Some((index, slot)) = self.slots.alloc(home) else {
-            return Err(self.refuse_full(partition, offset, number, seq, life));
+            let limit = Limit::Internal;
+            return Err(self.refuse_full((partition, offset, limit), number, seq, life));
         };
         if !self.take_permit(home) {
             self.slots.recycle_slot(index, slot);
-            let refused = self.refuse_full(partition, offset, number, seq, life);
+            let limit = Limit::Capacity;
+            let refused = self.refuse_full((partition, offset, limit), number, seq, life);
             if matches!(refused, SendError::Full(..)) {
                 *wait = Wait::Permit;
             }
@@ -110,7 +113,7 @@ where
         // Held in advance: once the partition cell points at the slot, a
         // newer record may release the hold at any moment; and queued, on a
         // watermark tracker, until the watermark passes it.
-        let holds = if self.watermarks.is_some() {
+        let holds = if M::WATERMARKS {
             HELD | QUEUE_HOLDS
         } else {
             HELD
@@ -153,7 +156,7 @@ where
 
         self.slots
             .set_generation(slot, entered_at(generation, shard));
-        if let Some(watermarks) = &self.watermarks {
+        if let Some(watermarks) = self.marks() {
             // Before publishing: the record's resolution must find it linked.
             watermarks.link(&self.slots, number, index);
         }
@@ -168,18 +171,17 @@ where
     #[cold]
     fn refuse_full(
         &self,
-        partition: P,
-        offset: O,
+        (partition, offset, limit): (P, O, Limit),
         number: usize,
         seq: Option<u64>,
         life: u32,
     ) -> SendError<P, O> {
-        if let (Some(seq), Some(watermarks)) = (seq, &self.watermarks) {
+        if let (Some(seq), Some(watermarks)) = (seq, self.marks()) {
             if watermarks.owe(&self.slots, number, seq, life).is_err() {
                 return SendError::OutOfOrder(partition, offset);
             }
         }
-        SendError::Full(partition, offset)
+        SendError::Full(partition, offset, limit)
     }
 
     /// The last steps of every send, once nothing can refuse the record:
@@ -238,7 +240,7 @@ where
         partition: P,
         number: usize,
         lifecycle: &Lifecycle,
-        undo: Undo<'_, P, O>,
+        undo: Undo<'_, P, O, M>,
         (tag, seq, life): (u32, u64, u32),
         wait: &mut Wait,
     ) -> Result<Ticket, SendError<P, O>> {
@@ -246,7 +248,7 @@ where
         let Some((shard, generation)) = undo.entered else {
             unreachable!("a send enters its generation before it links");
         };
-        let (Some(watermarks), Some(config)) = (&self.watermarks, self.progress) else {
+        let (Some(watermarks), Some(config)) = (self.marks(), self.progress_config()) else {
             unreachable!("a progress tracker keeps watermarks");
         };
         watermarks.set_seq(index, seq);
@@ -269,7 +271,7 @@ where
                 // partition waits for this offset.
                 Refusal::OverBudget => {
                     *wait = Wait::Budget(number);
-                    Err(SendError::Full(partition, offset))
+                    Err(SendError::Full(partition, offset, Limit::MetadataBudget))
                 }
                 // The partition was revoked since we read its life, and the
                 // new life has queued records: nothing of ours was seen, so
@@ -318,7 +320,7 @@ where
     /// let tracker = Tracker::with_capacity(1);
     /// let first = tracker.send("p", 1_u64).unwrap();
     /// let full = tracker.send_timeout("p", 2, Duration::from_millis(1));
-    /// assert!(matches!(full, Err(SendError::Full("p", 2))));
+    /// assert!(matches!(full, Err(SendError::Full("p", 2, _))));
     /// std::thread::scope(|s| {
     ///     s.spawn(|| tracker.ack(first).unwrap());
     ///     let second = tracker.send_timeout("p", 2, Duration::from_secs(60)).unwrap();
@@ -332,28 +334,25 @@ where
         timeout: Duration,
     ) -> Result<Ticket, SendError<P, O>> {
         let deadline = Instant::now().checked_add(timeout);
-        let mut record = (partition, offset);
+        let mut record = (partition, offset, Limit::Capacity);
         let mut registration = None;
         // Whether we flagged the budget since we last parked.
         let mut flagged = false;
         let result = loop {
             let mut wait = Wait::Never;
-            let (partition, offset) = match self.send_noting(record.0, record.1, &mut wait) {
+            record = match self.send_noting(record.0, record.1, &mut wait) {
                 Ok(ticket) => break Ok(ticket),
                 // Out of slots or partitions: for good.
-                Err(SendError::Full(partition, offset)) if wait == Wait::Never => {
-                    break Err(SendError::Full(partition, offset))
-                }
-                Err(SendError::Full(partition, offset)) => (partition, offset),
+                Err(refused @ SendError::Full(..)) if wait == Wait::Never => break Err(refused),
+                Err(SendError::Full(partition, offset, limit)) => (partition, offset, limit),
                 Err(refused) => break Err(refused),
             };
-            record = (partition, offset);
             let remaining = match deadline {
                 Some(deadline) => deadline.saturating_duration_since(Instant::now()),
                 None => Duration::MAX,
             };
             if remaining.is_zero() {
-                break Err(SendError::Full(record.0, record.1));
+                break Err(SendError::Full(record.0, record.1, record.2));
             }
             let Some(registered) = &registration else {
                 // Register, then flag and look again (see `want_room`).
@@ -380,7 +379,7 @@ where
     /// budget" in `watermark::order`). `flagged` says the flag was set
     /// since the sender last parked.
     pub(crate) fn must_park(&self, wait: Wait, flagged: &mut bool) -> bool {
-        match (wait, &self.watermarks) {
+        match (wait, self.marks()) {
             (Wait::Budget(number), Some(watermarks)) if !*flagged => {
                 watermarks.want_budget(number);
                 *flagged = true;
@@ -462,8 +461,8 @@ pub(crate) enum Wait {
 /// partition key). It returns the permit and the slot and, once the record
 /// has entered a generation, counts it out again: no record is counted
 /// without a ticket. `send` forgets it once nothing can stop the record.
-struct Undo<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct Undo<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     index: usize,
     slot: &'t Slot<O>,
     /// The hold bits the slot took at `prepare`.
@@ -472,7 +471,7 @@ struct Undo<'t, P, O> {
     entered: Option<(usize, &'t Generation)>,
 }
 
-impl<P, O> Undo<'_, P, O> {
+impl<P, O, M: Mode> Undo<'_, P, O, M> {
     /// Everything but the slot itself; runs no user code. Returns whether
     /// the record's leave drained its generation (waiters must be woken)
     /// and whether a sender waits for the permit it gave back.
@@ -498,19 +497,19 @@ impl<P, O> Undo<'_, P, O> {
 
 /// Fails a published record of a progress tracker if the partition key's
 /// `Drop` panics before its ticket is returned (see `send_in_order`).
-struct FailOnUnwind<'t, P, O> {
-    tracker: &'t Tracker<P, O>,
+struct FailOnUnwind<'t, P, O, M: Mode> {
+    tracker: &'t Tracker<P, O, M>,
     index: usize,
     tag: u32,
 }
 
-impl<P, O> Drop for FailOnUnwind<'_, P, O> {
+impl<P, O, M: Mode> Drop for FailOnUnwind<'_, P, O, M> {
     fn drop(&mut self) {
         self.tracker.fail_quietly(self.index, self.tag);
     }
 }
 
-impl<P, O> Drop for Undo<'_, P, O> {
+impl<P, O, M: Mode> Drop for Undo<'_, P, O, M> {
     /// Only while unwinding: the offset stays in the slot for its next user
     /// to drop, and a waker's panic is swallowed (one panic is on its way).
     fn drop(&mut self) {

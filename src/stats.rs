@@ -8,6 +8,7 @@
 //! opened (a flush seals one), so no send or ack reads a clock.
 
 use crate::generation::{entered_from, Generation};
+use crate::mode::Mode;
 use crate::slab::INSPECTED;
 use crate::sync::epoch;
 use crate::sync::Ordering;
@@ -97,7 +98,7 @@ pub struct Unresolved<P, O> {
     pub age: Duration,
 }
 
-impl<P, O> Tracker<P, O>
+impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -138,7 +139,7 @@ where
             waiting_senders: self.room.len(),
         };
         let mut counts: Vec<(usize, usize)> = Vec::new();
-        match &self.watermarks {
+        match self.marks() {
             Some(watermarks) => {
                 watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
                     stats.committable_records += backlog.untaken;

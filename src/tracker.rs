@@ -11,6 +11,7 @@
 
 use crate::flush::Carry;
 use crate::generation::{Generation, Shards};
+use crate::mode::{Barrier, Mode};
 use crate::partition::Partitions;
 use crate::permits::Permits;
 use crate::progress::ProgressConfig;
@@ -55,7 +56,7 @@ use std::marker::PhantomData;
 /// flush.commit().unwrap();
 /// tracker.ack(late).unwrap();
 /// ```
-pub struct Tracker<P, O> {
+pub struct Tracker<P, O, M: Mode = Barrier> {
     /// This tracker's id in raw tickets.
     pub(crate) id: u8,
     /// A bounded tracker's permits, one per record in flight, and the
@@ -85,10 +86,12 @@ pub struct Tracker<P, O> {
     pub(crate) waiter: Waiter,
     /// Where `send_timeout` and `send_async` wait for room.
     pub(crate) room: Waiter,
-    /// Per-partition watermark queues, on a tracker built with them.
-    pub(crate) watermarks: Option<Watermarks>,
-    /// Set by `Builder::progress`.
-    pub(crate) progress: Option<ProgressConfig<O>>,
+    /// Per-partition watermark queues; used only when `M::WATERMARKS`
+    /// (empty pages otherwise: a few hundred bytes, never touched).
+    pub(crate) watermarks: Watermarks,
+    /// Set by `Builder::progress`; read only when `M::PROGRESS`.
+    pub(crate) progress: ProgressConfig<O>,
+    pub(crate) _mode: PhantomData<fn() -> M>,
 }
 
 // SAFETY: the tracker shares `P` (partition index snapshots) and `O` (slot
@@ -98,29 +101,31 @@ pub struct Tracker<P, O> {
 // owner of the current state transition touches them), the carry by the
 // `flushing` flag, each thread-owned free list by its thread number (held
 // by one live thread at a time), and everything else is atomic.
-unsafe impl<P: Send + Sync, O: Send + Sync> Send for Tracker<P, O> {}
+unsafe impl<P: Send + Sync, O: Send + Sync, M: Mode> Send for Tracker<P, O, M> {}
 // SAFETY: as above.
-unsafe impl<P: Send + Sync, O: Send + Sync> Sync for Tracker<P, O> {}
+unsafe impl<P: Send + Sync, O: Send + Sync, M: Mode> Sync for Tracker<P, O, M> {}
 
 impl<P, O> Tracker<P, O>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    /// An unbounded tracker: it grows on demand, up to 2^24 − 1 records in
-    /// flight (plus one retained offset per partition), beyond which `send`
-    /// returns [`SendError::Full`](crate::SendError::Full).
+    /// An unbounded barrier tracker: it grows on demand, up to 2^24 − 1
+    /// records in flight (plus one retained offset per partition), beyond
+    /// which `send` returns [`SendError::Full`](crate::SendError::Full)
+    /// naming [the internal limit](crate::Limit::Internal).
     ///
     /// ```
     /// let tracker: inflight::Tracker<String, i64> = inflight::Tracker::new();
     /// assert_eq!(tracker.in_flight(), 0);
     /// ```
     pub fn new() -> Self {
-        Self::build(None, false, None)
+        Self::build(None, ProgressConfig::none())
     }
 
-    /// A tracker that holds at most `max_in_flight` unresolved records: a
-    /// further `send` returns [`SendError::Full`](crate::SendError::Full) with the record, until a
+    /// A barrier tracker that holds at most `max_in_flight` unresolved
+    /// records: a further `send` returns
+    /// [`SendError::Full`](crate::SendError::Full) with the record, until a
     /// resolution makes room. Values above 2^24 − 1 are lowered to it.
     ///
     /// ```
@@ -128,37 +133,41 @@ where
     /// let tracker = Tracker::with_capacity(2);
     /// let a = tracker.send(0_u8, 1_u32).unwrap();
     /// let _b = tracker.send(0_u8, 2_u32).unwrap();
-    /// assert!(matches!(tracker.send(0, 3), Err(SendError::Full(0, 3))));
+    /// assert!(matches!(tracker.send(0, 3), Err(SendError::Full(0, 3, _))));
     /// tracker.ack(a).unwrap();
     /// let _c = tracker.send(0_u8, 3_u32).unwrap();
     /// ```
     pub fn with_capacity(max_in_flight: usize) -> Self {
-        Self::build(Some(max_in_flight.min(MAX_SLOTS)), false, None)
+        Self::build(Some(max_in_flight.min(MAX_SLOTS)), ProgressConfig::none())
     }
 
-    /// A [`Builder`] for a tracker with options: a capacity, and
-    /// [watermarks](Builder::watermarks).
+    /// A [`Builder`] for a tracker with options: a capacity, and a mode:
+    /// [watermarks](Builder::watermarks) (a
+    /// [`WatermarkTracker`](crate::WatermarkTracker)) or
+    /// [progress](Builder::progress) (a
+    /// [`ProgressTracker`](crate::ProgressTracker)).
     ///
     /// ```
-    /// let tracker: inflight::Tracker<&str, u64> =
+    /// let tracker: inflight::WatermarkTracker<&str, u64> =
     ///     inflight::Tracker::builder().capacity(10_000).watermarks().build();
     /// assert_eq!(tracker.capacity(), Some(10_000));
-    /// assert!(tracker.has_watermarks());
     /// ```
     pub fn builder() -> Builder<P, O> {
         Builder {
             capacity: None,
-            watermarks: false,
-            progress: None,
+            progress: ProgressConfig::none(),
             _types: PhantomData,
+            _mode: PhantomData,
         }
     }
+}
 
-    pub(crate) fn build(
-        capacity: Option<usize>,
-        watermarks: bool,
-        progress: Option<ProgressConfig<O>>,
-    ) -> Self {
+impl<P, O, M: Mode> Tracker<P, O, M>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    pub(crate) fn build(capacity: Option<usize>, progress: ProgressConfig<O>) -> Self {
         // SAFETY: the generation is not shared with anyone yet.
         let first = Owned::new(Generation::new(0, std::ptr::null()))
             .into_shared(unsafe { epoch::unprotected() });
@@ -177,8 +186,9 @@ where
             closed: AtomicBool::new(false),
             waiter: Waiter::new(),
             room: Waiter::new(),
-            watermarks: watermarks.then(|| Watermarks::new(progress.is_some())),
+            watermarks: Watermarks::new(M::PROGRESS),
             progress,
+            _mode: PhantomData,
         }
     }
 
@@ -290,7 +300,30 @@ where
     }
 }
 
-impl<P, O> Tracker<P, O> {
+impl<P, O, M: Mode> Tracker<P, O, M> {
+    /// The watermark queues, on a tracker whose mode keeps them. The mode
+    /// is a constant: on a barrier tracker this is `None` at compile time,
+    /// and the code behind it is not there at all.
+    #[inline(always)]
+    pub(crate) fn marks(&self) -> Option<&Watermarks> {
+        if M::WATERMARKS {
+            Some(&self.watermarks)
+        } else {
+            None
+        }
+    }
+
+    /// The progress configuration, on a progress tracker (a constant test,
+    /// as for [`marks`](Self::marks)).
+    #[inline(always)]
+    pub(crate) fn progress_config(&self) -> Option<ProgressConfig<O>> {
+        if M::PROGRESS {
+            Some(self.progress)
+        } else {
+            None
+        }
+    }
+
     /// Takes a permit for a send on the thread numbered `home` (see
     /// `permits`): false when the capacity is all in use. Always true on an
     /// unbounded tracker.
@@ -412,22 +445,27 @@ impl<P, O> Tracker<P, O> {
     }
 }
 
-/// Builds a [`Tracker`] with options; from [`Tracker::builder`].
+/// Builds a [`Tracker`] with options; from [`Tracker::builder`]. Its mode
+/// ([`Barrier`] unless [`watermarks`](Self::watermarks) or
+/// [`progress`](Self::progress) says otherwise) is the built tracker's.
 ///
 /// ```
-/// use inflight::Tracker;
+/// use inflight::{Tracker, WatermarkTracker};
 /// let plain: Tracker<u32, u64> = Tracker::builder().build();
-/// assert!(!plain.has_watermarks() && plain.capacity().is_none());
+/// assert!(plain.capacity().is_none());
+/// let bounded: WatermarkTracker<u32, u64> =
+///     Tracker::builder().capacity(100).watermarks().build();
+/// assert_eq!(bounded.capacity(), Some(100));
 /// ```
 #[must_use = "a builder does nothing until `build`"]
-pub struct Builder<P, O> {
-    capacity: Option<usize>,
-    pub(crate) watermarks: bool,
-    pub(crate) progress: Option<ProgressConfig<O>>,
-    _types: PhantomData<fn() -> (P, O)>,
+pub struct Builder<P, O, M: Mode = Barrier> {
+    pub(crate) capacity: Option<usize>,
+    pub(crate) progress: ProgressConfig<O>,
+    pub(crate) _types: PhantomData<fn() -> (P, O)>,
+    pub(crate) _mode: PhantomData<M>,
 }
 
-impl<P, O> Builder<P, O>
+impl<P, O, M: Mode> Builder<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -439,8 +477,12 @@ where
     }
 
     /// Keeps a watermark per partition, for [`Tracker::committable`]: the
-    /// offset of the latest record such that it and every earlier record of
-    /// its partition were acked, available at any moment without a flush.
+    /// last done offset of each partition (the latest record such that it
+    /// and every earlier record of its partition were acked), available at
+    /// any moment without a flush. The tracker built is a
+    /// [`WatermarkTracker`](crate::WatermarkTracker) (on a builder already
+    /// given [`progress`](Self::progress), this changes nothing: progress
+    /// keeps watermarks).
     ///
     /// It costs each record a place in its partition's queue (one more
     /// atomic swap per send, and an advance per resolution), so it is off
@@ -451,27 +493,31 @@ where
     /// keeps its slot. A capacity bounds unresolved records only; records
     /// acked behind an unacked one are bounded by the tracker's 2^24 − 1
     /// slots.
-    pub fn watermarks(mut self) -> Self {
-        self.watermarks = true;
-        self
+    pub fn watermarks(self) -> Builder<P, O, M::WithWatermarks> {
+        Builder {
+            capacity: self.capacity,
+            progress: self.progress,
+            _types: PhantomData,
+            _mode: PhantomData,
+        }
     }
 
     /// The tracker.
-    pub fn build(self) -> Tracker<P, O> {
-        Tracker::build(self.capacity, self.watermarks, self.progress)
+    pub fn build(self) -> Tracker<P, O, M> {
+        Tracker::build(self.capacity, self.progress)
     }
 }
 
-impl<P, O> fmt::Debug for Builder<P, O> {
+impl<P, O, M: Mode> fmt::Debug for Builder<P, O, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
+        let mut builder = f.debug_struct("Builder");
+        builder
             .field("capacity", &self.capacity)
-            .field("watermarks", &self.watermarks)
-            .field(
-                "progress",
-                &self.progress.map(|config| config.max_metadata_bytes),
-            )
-            .finish()
+            .field("watermarks", &M::WATERMARKS);
+        if M::PROGRESS {
+            builder.field("max_metadata_bytes", &self.progress.max_metadata_bytes);
+        }
+        builder.finish()
     }
 }
 
@@ -485,7 +531,7 @@ where
     }
 }
 
-impl<P, O> fmt::Debug for Tracker<P, O>
+impl<P, O, M: Mode> fmt::Debug for Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -499,7 +545,7 @@ where
     }
 }
 
-impl<P, O> Drop for Tracker<P, O> {
+impl<P, O, M: Mode> Drop for Tracker<P, O, M> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no thread can reach the chain any more, and
         // folded generations were already handed to the collector.

@@ -4,6 +4,9 @@
 //! A counting global allocator counts allocations made by the measuring
 //! thread only, so tests running in parallel do not disturb the count.
 
+#[macro_use]
+mod modes;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
@@ -58,11 +61,11 @@ fn steady_state_send_and_ack_allocate_nothing_with_watermarks() {
     steady_state(inflight::Tracker::builder().watermarks().build());
 }
 
-fn steady_state(tracker: inflight::Tracker<u64, u64>) {
+fn steady_state<M: inflight::mode::Mode>(tracker: inflight::Tracker<u64, u64, M>) {
     // Warm up: slot pages, partition index, thread registrations, one flush.
     let mut tickets = Vec::with_capacity(64);
     let mut rest = Vec::with_capacity(32);
-    let mut cycle = |tracker: &inflight::Tracker<u64, u64>, base: u64| {
+    let mut cycle = |tracker: &inflight::Tracker<u64, u64, M>, base: u64| {
         for i in 0..64 {
             tickets.push(tracker.send(i % PARTITIONS, base + i).unwrap());
         }
@@ -100,12 +103,12 @@ fn steady_state(tracker: inflight::Tracker<u64, u64>) {
 /// Batches too: `send_batch` into a reused `Vec`, `ack_all` out of it.
 #[test]
 fn steady_state_batches_allocate_nothing() {
-    for tracker in [
+    each_mode!(tracker = [
         inflight::Tracker::new(),
         inflight::Tracker::builder().watermarks().build(),
     ] {
         let mut tickets = Vec::with_capacity(256);
-        let mut cycle = |tracker: &inflight::Tracker<u64, u64>, base: u64| {
+        let mut cycle = |tracker: &inflight::Tracker<u64, u64, _>, base: u64| {
             for p in 0..PARTITIONS {
                 let from = base + p * 1_000;
                 tracker
@@ -134,7 +137,7 @@ fn steady_state_batches_allocate_nothing() {
             "send_batch/ack_all allocated in the steady state"
         );
         assert_eq!(tracker.in_flight(), 0);
-    }
+    });
 }
 
 #[test]

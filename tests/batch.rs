@@ -2,6 +2,9 @@
 //! `send`, `ack` and `fail` does, refuse part of a batch without losing a
 //! record, and back out cleanly when user code panics in the middle.
 
+#[macro_use]
+mod modes;
+
 use inflight::{FlushError, Refused, ResolveError, Ticket, Tracker};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -173,7 +176,7 @@ fn panicking(at: u64) -> impl Iterator<Item = u64> {
 #[test]
 fn a_source_that_panics_mid_chunk_leaves_only_whole_chunks_sent() {
     for (at, sent) in [(0, 0), (10, 0), (63, 0), (64, 64), (70, 64), (130, 128)] {
-        for tracker in [Tracker::new(), Tracker::builder().watermarks().build()] {
+        each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
             let mut tickets = Vec::new();
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 tracker.send_batch(&"p", panicking(at), &mut tickets)
@@ -201,13 +204,13 @@ fn a_source_that_panics_mid_chunk_leaves_only_whole_chunks_sent() {
             );
             assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(100));
             assert_eq!(flush_now(&tracker).unwrap()[&"p"], 1099);
-        }
+        });
     }
 }
 
 #[test]
 fn tickets_that_panic_mid_batch_leave_the_resolved_ones_resolved() {
-    for tracker in [Tracker::new(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
         let mut tickets = Vec::new();
         tracker.send_batch(&"p", 0_u64..10, &mut tickets).unwrap();
         tracker.send_batch(&"q", 0_u64..10, &mut tickets).unwrap();
@@ -234,7 +237,7 @@ fn tickets_that_panic_mid_batch_leave_the_resolved_ones_resolved() {
         let offsets = flush.wait(Duration::ZERO).unwrap();
         assert_eq!((offsets[&"p"], offsets[&"q"]), (9, 9));
         flush.commit().unwrap();
-    }
+    });
 }
 
 /// An offset whose `Drop` panics while `PANIC` is set, if it is below 10

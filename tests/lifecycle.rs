@@ -2,6 +2,9 @@
 //! restart after a failure) releases a partition's unresolved records and
 //! starts its next life; `drain_partition` waits for one partition only.
 
+#[macro_use]
+mod modes;
+
 use inflight::{DrainError, FlushError, ResolveError, SendError, Ticket, Tracker};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -30,11 +33,7 @@ impl Wake for Count {
 
 #[test]
 fn revoke_releases_the_partitions_unresolved_records_and_nothing_else() {
-    for watermarks in [false, true] {
-        let tracker = Tracker::builder()
-            .capacity(4)
-            .watermarks_if(watermarks)
-            .build();
+    each_mode!(tracker = [Tracker::builder().capacity(4).build(), Tracker::builder().capacity(4).watermarks().build()] {
         let a = tracker.send("p", 1_u64).unwrap();
         let b = tracker.send("p", 2_u64).unwrap();
         let raw = tracker.send("p", 3_u64).unwrap().into_raw();
@@ -61,25 +60,7 @@ fn revoke_releases_the_partitions_unresolved_records_and_nothing_else() {
         // A partition never seen, and a second revoke: nothing to release.
         assert_eq!(tracker.revoke("never").released, 0);
         assert_eq!(tracker.revoke("p").released, 0);
-    }
-}
-
-trait WatermarksIf {
-    fn watermarks_if(self, on: bool) -> Self;
-}
-
-impl<P, O> WatermarksIf for inflight::Builder<P, O>
-where
-    P: std::hash::Hash + Eq + Clone + Send + Sync,
-    O: Clone + Send + Sync,
-{
-    fn watermarks_if(self, on: bool) -> Self {
-        if on {
-            self.watermarks()
-        } else {
-            self
-        }
-    }
+    });
 }
 
 #[test]
@@ -122,7 +103,9 @@ fn no_flush_reports_an_offset_of_an_ended_life() {
     assert_eq!(flush_of(&tracker), HashMap::from([("p", 1)]));
 }
 
-fn flush_of(tracker: &Tracker<&'static str, u64>) -> HashMap<&'static str, u64> {
+fn flush_of<M: inflight::mode::Mode>(
+    tracker: &Tracker<&'static str, u64, M>,
+) -> HashMap<&'static str, u64> {
     flush(tracker).unwrap()
 }
 
@@ -238,8 +221,8 @@ fn a_new_life_does_not_wait_behind_the_old_one() {
 
 #[test]
 fn drain_partition_waits_for_one_partition_only() {
-    for watermarks in [false, true] {
-        let tracker = Tracker::builder().watermarks_if(watermarks).build();
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+        let watermarks = tracker.has_watermarks();
         let p1 = tracker.send("p", 1_u64).unwrap();
         let p2 = tracker.send("p", 2_u64).unwrap();
         let q = tracker.send("q", 9_u64).unwrap();
@@ -268,13 +251,12 @@ fn drain_partition_waits_for_one_partition_only() {
         );
         tracker.ack(late).unwrap();
         tracker.ack(q).unwrap();
-    }
+    });
 }
 
 #[test]
 fn drain_partition_async_is_woken_by_the_partitions_last_ack() {
-    for watermarks in [false, true] {
-        let tracker = Tracker::builder().watermarks_if(watermarks).build();
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
         let p = tracker.send("p", 1_u64).unwrap();
         let q = tracker.send("q", 1_u64).unwrap();
         let count = Arc::new(Count::default());
@@ -291,7 +273,7 @@ fn drain_partition_async_is_woken_by_the_partitions_last_ack() {
             Poll::Ready(Ok(()))
         ));
         tracker.ack(late).unwrap();
-    }
+    });
 }
 
 /// The clean hand-off: drain the partition, revoke it, commit what the
@@ -343,8 +325,8 @@ fn revokes_racing_sends_acks_and_commits() {
     const SENDERS: u64 = 3;
     const RECORDS: u64 = if cfg!(miri) { 40 } else { 6_000 };
     const PARTITIONS: u64 = 6;
-    for watermarks in [false, true] {
-        let tracker = Tracker::builder().watermarks_if(watermarks).build();
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+        let watermarks = tracker.has_watermarks();
         let acked_ok: Mutex<HashSet<u64>> = Mutex::default();
         let reported: Mutex<Vec<u64>> = Mutex::default();
         let (ok, revoked_acks, released) =
@@ -439,5 +421,5 @@ fn revokes_racing_sends_acks_and_commits() {
                 "offset {offset} reported but never acked"
             );
         }
-    }
+    });
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
-type T = Tracker<&'static str, u64>;
+type T = inflight::ProgressTracker<&'static str, u64>;
 
 /// A progress tracker with room for `capacity` records in flight.
 fn bounded(capacity: usize) -> T {
@@ -26,7 +26,7 @@ fn fill_budget(tracker: &T, from: u64) -> (Vec<Ticket>, u64) {
     for offset in from.. {
         match tracker.send("p", offset) {
             Ok(ticket) => tickets.push(ticket),
-            Err(SendError::Full("p", refused)) => return (tickets, refused),
+            Err(SendError::Full("p", refused, _)) => return (tickets, refused),
             Err(other) => panic!("unexpected {other:?}"),
         }
     }
@@ -43,7 +43,7 @@ fn the_issue_case_at_capacity_360_is_not_committed_unprocessed() {
     let first = tracker.send("p", 300).unwrap();
     assert!(matches!(
         tracker.send("p", 360),
-        Err(SendError::Full("p", 360))
+        Err(SendError::Full("p", 360, _))
     ));
     tracker.ack(first).unwrap();
     // 360 is owed: 365 waits for it (and so does anything below it).
@@ -110,14 +110,20 @@ fn a_refusal_that_is_out_of_order_owes_nothing() {
 fn a_refusal_while_another_offset_is_owed_is_for_order() {
     let tracker = bounded(1);
     let first = tracker.send("p", 1).unwrap();
-    assert!(matches!(tracker.send("p", 5), Err(SendError::Full("p", 5))));
+    assert!(matches!(
+        tracker.send("p", 5),
+        Err(SendError::Full("p", 5, _))
+    ));
     // At capacity still, but 5 is owed: 7 is refused for order.
     assert!(matches!(
         tracker.send("p", 7),
         Err(SendError::OutOfOrder("p", 7))
     ));
     // A retry of the owed offset at capacity is `Full` again.
-    assert!(matches!(tracker.send("p", 5), Err(SendError::Full("p", 5))));
+    assert!(matches!(
+        tracker.send("p", 5),
+        Err(SendError::Full("p", 5, _))
+    ));
     tracker.ack(first).unwrap();
     let owed = tracker.send("p", 5).unwrap();
     tracker.ack(owed).unwrap();
@@ -129,7 +135,10 @@ fn a_refusal_while_another_offset_is_owed_is_for_order() {
 fn other_partitions_do_not_owe() {
     let tracker = bounded(1);
     let first = tracker.send("p", 1).unwrap();
-    assert!(matches!(tracker.send("p", 5), Err(SendError::Full("p", 5))));
+    assert!(matches!(
+        tracker.send("p", 5),
+        Err(SendError::Full("p", 5, _))
+    ));
     tracker.ack(first).unwrap();
     let other = tracker.send("q", 9).unwrap();
     tracker.ack(other).unwrap();
@@ -163,7 +172,7 @@ fn a_send_timeout_that_gives_up_owes_its_offset() {
     let tracker = bounded(1);
     let first = tracker.send("p", 1).unwrap();
     let refused = tracker.send_timeout("p", 5, Duration::from_millis(1));
-    assert!(matches!(refused, Err(SendError::Full("p", 5))));
+    assert!(matches!(refused, Err(SendError::Full("p", 5, _))));
     tracker.ack(first).unwrap();
     assert!(matches!(
         tracker.send("p", 6),
@@ -182,7 +191,7 @@ fn a_send_timeout_at_the_budget_that_gives_up_owes_its_offset() {
     let (tickets, owed) = fill_budget(&tracker, 1);
     // The debt accepts the offset owed itself: its retries wait for room.
     let refused = tracker.send_timeout("p", owed, Duration::from_millis(1));
-    assert!(matches!(refused, Err(SendError::Full("p", o)) if o == owed));
+    assert!(matches!(refused, Err(SendError::Full("p", o, _)) if o == owed));
     assert!(matches!(
         tracker.send("p", owed + 1),
         Err(SendError::OutOfOrder(..))
@@ -197,7 +206,10 @@ fn a_send_timeout_at_the_budget_that_gives_up_owes_its_offset() {
 fn a_revoke_forgets_the_debt() {
     let tracker = bounded(1);
     let first = tracker.send("p", 1).unwrap();
-    assert!(matches!(tracker.send("p", 5), Err(SendError::Full("p", 5))));
+    assert!(matches!(
+        tracker.send("p", 5),
+        Err(SendError::Full("p", 5, _))
+    ));
     let _ = tracker.revoke(&"p");
     assert_eq!(tracker.ack(first), Err(inflight::ResolveError::Revoked));
     // The new life starts afresh: any offset, no debt.
@@ -205,7 +217,7 @@ fn a_revoke_forgets_the_debt() {
     // A refusal in the new life is owed again, in the new life.
     assert!(matches!(
         tracker.send("p", 12),
-        Err(SendError::Full("p", 12))
+        Err(SendError::Full("p", 12, _))
     ));
     tracker.ack(next).unwrap();
     assert!(matches!(
@@ -241,7 +253,7 @@ fn concurrent_senders_see_one_decision() {
                                 accepted.lock().unwrap().push(offset);
                             }
                             Err(SendError::OutOfOrder(..)) => {}
-                            Err(SendError::Full(_, offset)) => {
+                            Err(SendError::Full(_, offset, _)) => {
                                 full.lock().unwrap().push(offset);
                                 return;
                             }
@@ -345,13 +357,19 @@ fn send_timeout_waits_for_the_budget_across_many_acks() {
 fn a_new_life_takes_an_ended_lifes_debt_over() {
     let tracker = bounded(1);
     let first = tracker.send("p", 1).unwrap();
-    assert!(matches!(tracker.send("p", 5), Err(SendError::Full("p", 5))));
+    assert!(matches!(
+        tracker.send("p", 5),
+        Err(SendError::Full("p", 5, _))
+    ));
     // `first` is released, its permit back; q takes it.
     let _ = tracker.revoke(&"p");
     let other = tracker.send("q", 1).unwrap();
     // The new life's first send is refused before anything links: it
     // takes the ended life's debt over, and owes 9.
-    assert!(matches!(tracker.send("p", 9), Err(SendError::Full("p", 9))));
+    assert!(matches!(
+        tracker.send("p", 9),
+        Err(SendError::Full("p", 9, _))
+    ));
     assert!(matches!(
         tracker.send("p", 10),
         Err(SendError::OutOfOrder("p", 10))

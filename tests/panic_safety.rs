@@ -33,7 +33,7 @@ use panicky::*;
 /// user code: an offset is dropped when its slot is next used.
 #[test]
 fn resolve_commit_fold_and_take_run_no_user_code() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     let a = send(&tracker, 0, 1);
     let b = send(&tracker, 0, 2);
     no_user_code("ack", || tracker.ack(a).unwrap());
@@ -173,7 +173,7 @@ fn a_send_that_displaces_an_acked_record_runs_no_user_drop() {
 /// without an advancer or lose an advance.
 #[test]
 fn watermark_advances_survive_panicking_offset_drops() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     for armed in [1, 3, 5] {
         arm(Act::Drop, armed);
         let mut last = None;
@@ -201,7 +201,7 @@ fn watermark_advances_survive_panicking_offset_drops() {
 fn committable_with_a_panicking_clone_loses_no_advance() {
     for act in [Act::Clone] {
         for armed in [1, 2, K, K + 1] {
-            let tracker: T = Tracker::builder().watermarks().build();
+            let tracker: W = Tracker::builder().watermarks().build();
             let a = send(&tracker, 0, 1);
             let b = send(&tracker, 1, 2);
             tracker.ack(a).unwrap();
@@ -219,7 +219,7 @@ fn committable_with_a_panicking_clone_loses_no_advance() {
 /// supersedes the put-back mark; the counts stay exact.
 #[test]
 fn a_put_back_mark_is_superseded_by_a_newer_advance() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     let a = send(&tracker, 0, 1);
     let b = send(&tracker, 1, 2);
     tracker.ack(a).unwrap();
@@ -242,7 +242,7 @@ fn a_put_back_mark_is_superseded_by_a_newer_advance() {
 /// largest backlog, stopped partitions): before it takes any advance.
 #[test]
 fn committable_with_stats_whose_statistics_panic_loses_no_advance() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     let a = send(&tracker, 0, 1);
     let waiting = send(&tracker, 1, 2); // partition 1's backlog
     tracker.ack(a).unwrap();
@@ -312,7 +312,7 @@ fn the_stuck_record_report_with_a_panicking_clone_holds_nothing() {
 /// panics, the mark goes back and `committable()` still has it.
 #[test]
 fn revoke_with_a_panicking_hash_or_clone_loses_nothing() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     let a = send(&tracker, 0, 1);
     let b = send(&tracker, 0, 2);
     tracker.ack(a).unwrap();
@@ -350,7 +350,7 @@ fn a_send_whose_key_panics_takes_nothing() {
         (Act::Drop, K + 5, "drop of a new key"),
     ];
     for (act, armed, what) in cases {
-        let tracker: T = Tracker::builder().capacity(1).watermarks().build();
+        let tracker: W = Tracker::builder().capacity(1).watermarks().build();
         let t = send(&tracker, 0, 1);
         tracker.ack(t).unwrap();
         arm(act, armed);

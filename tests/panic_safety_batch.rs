@@ -5,6 +5,9 @@
 //! and every value is dropped exactly once. (The iterators' panics are in
 //! `batch.rs`.)
 
+#[macro_use]
+mod modes;
+
 use inflight::Tracker;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
@@ -26,7 +29,7 @@ fn a_batch_whose_key_panics_takes_nothing() {
         (Act::Clone, K + 5, "clone of a new key into the index"),
     ];
     for (act, armed, what) in cases {
-        let tracker: T = Tracker::builder().capacity(4).watermarks().build();
+        let tracker: W = Tracker::builder().capacity(4).watermarks().build();
         let t = send(&tracker, 0, 1);
         tracker.ack(t).unwrap();
         let key = Key::new(armed);
@@ -64,8 +67,8 @@ fn a_batch_whose_key_panics_takes_nothing() {
 /// are dropped later, once each.
 #[test]
 fn a_batch_reusing_slots_whose_old_offset_panics() {
-    for tracker in [Tracker::new(), Tracker::builder().watermarks().build()] {
-        let tracker: T = tracker;
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+        let tracker: Tracker<Key, Off, _> = tracker;
         let key = Key::new(K);
         let mut tickets = Vec::new();
         tracker
@@ -92,7 +95,7 @@ fn a_batch_reusing_slots_whose_old_offset_panics() {
         drop(key);
         assert_usable(&tracker, 20);
         assert_all_dropped(tracker);
-    }
+    });
 }
 
 /// `ack_all` wakes waiters once, after every ticket is resolved and every

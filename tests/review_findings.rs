@@ -3,6 +3,9 @@
 //! makes its race deterministic with user code that panics on demand (the
 //! fixtures of `panicky`) or needs none; no sleeps, no timing.
 
+#[macro_use]
+mod modes;
+
 use inflight::{SendError, Tracker};
 use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -67,7 +70,7 @@ fn a_drain_partition_watch_started_before_the_queue_existed_uncounts_nothing() {
 /// wake is delivered first, and the mark goes back for `committable()`.
 #[test]
 fn revoke_wakes_its_waiters_before_a_panicking_clone_of_the_mark() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     let a = send(&tracker, 0, 1);
     let b = send(&tracker, 0, 2);
     tracker.ack(a).unwrap(); // a is the untaken mark; b is in flight
@@ -104,7 +107,7 @@ fn revoke_wakes_its_waiters_before_a_panicking_clone_of_the_mark() {
 /// `committable()` finds it (it was handed over inside the lost `Revoked`).
 #[test]
 fn a_panicking_waker_in_revoke_loses_no_advance() {
-    let tracker: T = Tracker::builder().watermarks().build();
+    let tracker: W = Tracker::builder().watermarks().build();
     let a = send(&tracker, 0, 1);
     let b = send(&tracker, 0, 2);
     tracker.ack(a).unwrap();
@@ -143,7 +146,8 @@ fn a_panicking_waker_in_revoke_loses_no_advance() {
 /// committable, and each later acked record counts one.
 #[test]
 fn revokes_racing_acks_keep_the_mark_counts_exact() {
-    let tracker: Arc<Tracker<u32, u64>> = Arc::new(Tracker::builder().watermarks().build());
+    let tracker: Arc<inflight::WatermarkTracker<u32, u64>> =
+        Arc::new(Tracker::builder().watermarks().build());
     for round in 0..2_000_u64 {
         let tickets: Vec<_> = (0..4)
             .map(|i| tracker.send(0, round * 8 + i).unwrap())
@@ -177,13 +181,8 @@ fn revokes_racing_acks_keep_the_mark_counts_exact() {
 /// trackers with and without watermarks.
 #[test]
 fn a_released_records_ticket_answers_revoked_after_its_slot_is_reused() {
-    for watermarks in [false, true] {
-        let builder = Tracker::builder();
-        let tracker: Tracker<&str, u64> = if watermarks {
-            builder.watermarks().build()
-        } else {
-            builder.build()
-        };
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+        let watermarks = tracker.has_watermarks();
         let released = tracker.send("p", 1).unwrap().into_raw();
         assert_eq!(tracker.revoke("p").released, 1);
         // The partition cell's hold goes with the flush (the queue's with
@@ -202,7 +201,7 @@ fn a_released_records_ticket_answers_revoked_after_its_slot_is_reused() {
         for ticket in held {
             tracker.ack(ticket).unwrap();
         }
-    }
+    });
 }
 
 // ---- 10: a waiting sender's registration goes with it ------------------------

@@ -8,6 +8,10 @@
 //! lifecycle and progress code (the loom models in
 //! `loom-tests/tests/revoke_race_models.rs` check every interleaving).
 
+#[macro_use]
+mod modes;
+
+use inflight::mode::Mode;
 use inflight::{SendError, SeqOffset, Ticket, Tracker};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -75,10 +79,10 @@ fn off(seq: u64) -> Off {
 /// thread's free list; while the stale send is blocked after reading the
 /// life, runs `meanwhile`; returns the stale send's result and
 /// `meanwhile`'s.
-fn race<R: Send, M>(
-    tracker: &Tracker<&'static str, Off>,
-    setup: impl FnOnce(&Tracker<&'static str, Off>, Arc<Gate>) + Send,
-    stale_send: impl FnOnce(&Tracker<&'static str, Off>) -> R + Send,
+fn race<R: Send, M, Md: Mode>(
+    tracker: &Tracker<&'static str, Off, Md>,
+    setup: impl FnOnce(&Tracker<&'static str, Off, Md>, Arc<Gate>) + Send,
+    stale_send: impl FnOnce(&Tracker<&'static str, Off, Md>) -> R + Send,
     meanwhile: impl FnOnce() -> M,
 ) -> (R, M) {
     let gate = Gate::new();
@@ -110,7 +114,7 @@ fn race<R: Send, M>(
 
 /// On a barrier tracker: the gated record is displaced from its cell, then
 /// acked, so its slot is the last this thread freed.
-fn free_gated_barrier(tracker: &Tracker<&'static str, Off>, gate: Arc<Gate>) {
+fn free_gated_barrier<M: Mode>(tracker: &Tracker<&'static str, Off, M>, gate: Arc<Gate>) {
     let gated = tracker.send("setup", Off(0, Some(gate))).unwrap();
     let displacing = tracker.send("setup", off(1)).unwrap();
     tracker.ack(gated).unwrap();
@@ -121,7 +125,7 @@ fn free_gated_barrier(tracker: &Tracker<&'static str, Off>, gate: Arc<Gate>) {
 /// record and then the next, which frees the gated slot (a passed record
 /// keeps its queue hold until the next one is passed); the next stays
 /// held as the watermark's head and as its cell's record.
-fn free_gated_queued(tracker: &Tracker<&'static str, Off>, gate: Arc<Gate>) {
+fn free_gated_queued<M: Mode>(tracker: &Tracker<&'static str, Off, M>, gate: Arc<Gate>) {
     let gated = tracker.send("setup", Off(0, Some(gate))).unwrap();
     let second = tracker.send("setup", off(1)).unwrap();
     let third = tracker.send("setup", off(2)).unwrap();
@@ -130,7 +134,7 @@ fn free_gated_queued(tracker: &Tracker<&'static str, Off>, gate: Arc<Gate>) {
     let _in_flight = third.into_raw(); // holds `second` as the head
 }
 
-fn flush_offsets(tracker: &Tracker<&'static str, Off>) -> Vec<(&'static str, u64)> {
+fn flush_offsets<M: Mode>(tracker: &Tracker<&'static str, Off, M>) -> Vec<(&'static str, u64)> {
     let mut flush = tracker.begin_flush().unwrap();
     let offsets = flush.wait(Duration::ZERO).unwrap();
     flush.commit().unwrap();
@@ -144,12 +148,8 @@ fn flush_offsets(tracker: &Tracker<&'static str, Off>) -> Vec<(&'static str, u64
 /// offset.
 #[test]
 fn a_stale_send_does_not_displace_the_new_lifes_offset_from_a_flush() {
-    for watermarks in [false, true] {
-        let tracker: Tracker<&'static str, Off> = if watermarks {
-            Tracker::builder().watermarks().build()
-        } else {
-            Tracker::new()
-        };
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+        let watermarks = tracker.has_watermarks();
         let setup = if watermarks {
             free_gated_queued
         } else {
@@ -183,7 +183,7 @@ fn a_stale_send_does_not_displace_the_new_lifes_offset_from_a_flush() {
             drop(flush);
             assert_eq!(tracker.committable().get("p").map(|o| o.0), Some(200));
         }
-    }
+    });
 }
 
 /// Finding 1 with a seal between the two sends: the new life's record is
@@ -247,7 +247,8 @@ fn a_stale_batch_does_not_displace_the_new_lifes_offset() {
 /// again in the new life, is checked too.
 #[test]
 fn order_holds_after_a_stale_send_on_a_progress_tracker() {
-    let tracker: Tracker<&'static str, Off> = Tracker::builder().progress(256).build();
+    let tracker: inflight::ProgressTracker<&'static str, Off> =
+        Tracker::builder().progress(256).build();
     let (stale, lower) = race(
         &tracker,
         free_gated_queued,
@@ -281,14 +282,16 @@ fn order_holds_after_a_stale_send_on_a_progress_tracker() {
 #[test]
 fn the_budget_holds_after_a_stale_send_on_a_progress_tracker() {
     // Without a race, 2^62 after 50 (unacked) is over a 12-character budget.
-    let control: Tracker<&'static str, u64> = Tracker::builder().progress(12).build();
+    let control: inflight::ProgressTracker<&'static str, u64> =
+        Tracker::builder().progress(12).build();
     let _held = control.send("p", 50).unwrap();
     assert!(matches!(
         control.send("p", 1 << 62),
         Err(SendError::Full(..))
     ));
 
-    let tracker: Tracker<&'static str, Off> = Tracker::builder().progress(12).build();
+    let tracker: inflight::ProgressTracker<&'static str, Off> =
+        Tracker::builder().progress(12).build();
     let (stale, far) = race(
         &tracker,
         free_gated_queued,
@@ -300,7 +303,7 @@ fn the_budget_holds_after_a_stale_send_on_a_progress_tracker() {
     )
     .map_second(|()| tracker.send("p", off(1 << 62)));
     assert!(
-        matches!(far, Err(SendError::Full("p", _))),
+        matches!(far, Err(SendError::Full("p", _, _))),
         "over the budget: {far:?}"
     );
     assert!(matches!(stale, Err(SendError::OutOfOrder(..))), "{stale:?}");
@@ -324,12 +327,8 @@ impl<A, B> MapSecond<A, B> for (A, B) {
 /// answer `AlreadyResolved` after the reuse.
 #[test]
 fn a_revoked_typed_ticket_answers_revoked_after_its_slot_is_reused() {
-    for watermarks in [false, true] {
-        let tracker: Tracker<&'static str, u64> = if watermarks {
-            Tracker::builder().watermarks().build()
-        } else {
-            Tracker::new()
-        };
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+        let watermarks = tracker.has_watermarks();
         let held = tracker.send("p", 1).unwrap();
         let raw = tracker.send("p", 2).unwrap().into_raw();
         assert_eq!(tracker.revoke("p").released, 2);
@@ -354,5 +353,5 @@ fn a_revoked_typed_ticket_answers_revoked_after_its_slot_is_reused() {
             (err.resolved, err.refused, err.first),
             (0, 1_100, inflight::ResolveError::Revoked)
         );
-    }
+    });
 }

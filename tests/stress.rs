@@ -136,7 +136,7 @@ fn sender(
         let ticket = loop {
             match tracker.send(partition, offset) {
                 Ok(ticket) => break ticket,
-                Err(SendError::Full(p, o)) => {
+                Err(SendError::Full(p, o, _)) => {
                     // Bounded tracker: the record comes back intact; retry
                     // once the ackers made room.
                     assert_eq!((p, o), (partition, offset));

@@ -2,6 +2,9 @@
 //! move into a task, statistics that take nothing, a report of the records
 //! holding everything back, and sends that wait for room.
 
+#[macro_use]
+mod modes;
+
 use inflight::{Committable, FlushError, OwnedFlush, SendError, Tracker};
 use std::collections::HashMap;
 use std::future::Future;
@@ -191,12 +194,8 @@ fn stats_of_a_barrier_tracker() {
 /// report names it, oldest first, and the report itself takes nothing.
 #[test]
 fn the_report_names_the_records_a_dropped_ticket_left_behind() {
-    for watermarks in [false, true] {
-        let tracker = Arc::new(if watermarks {
-            Tracker::builder().watermarks().build()
-        } else {
-            Tracker::new()
-        });
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+        let tracker = Arc::new(tracker);
         let old = tracker.send("orders", 10_u64).unwrap();
         tracker.begin_flush().unwrap().abort(); // a generation boundary
         let lost = std::thread::spawn({
@@ -224,7 +223,7 @@ fn the_report_names_the_records_a_dropped_ticket_left_behind() {
         let report = tracker.oldest_unresolved(10);
         assert_eq!(report.len(), 1);
         assert_eq!((report[0].partition, report[0].offset), ("users", 20));
-    }
+    });
 }
 
 /// Records resolved while the report runs are freed once it lets go.
@@ -259,7 +258,7 @@ fn send_timeout_waits_for_a_resolution_and_times_out_with_the_record() {
     let a = tracker.send("p", 1_u64).unwrap();
     let b = tracker.send("p", 2_u64).unwrap();
     match tracker.send_timeout("p", 3, Duration::from_millis(5)) {
-        Err(SendError::Full(p, o)) => assert_eq!((p, o), ("p", 3)),
+        Err(SendError::Full(p, o, _)) => assert_eq!((p, o), ("p", 3)),
         other => panic!("{other:?}"),
     }
     std::thread::scope(|s| {

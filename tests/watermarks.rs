@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-fn watermarked<P, O>() -> Tracker<P, O>
+fn watermarked<P, O>() -> inflight::WatermarkTracker<P, O>
 where
     P: std::hash::Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -162,16 +162,6 @@ fn w4_statistics() {
         (now.uncommittable_records, now.partitions_in_flight),
         (0, 0)
     );
-}
-
-#[test]
-fn w_without_watermarks_committable_is_empty() {
-    let tracker = Tracker::new();
-    let t = tracker.send("p", 1_u64).unwrap();
-    tracker.ack(t).unwrap();
-    assert!(!tracker.has_watermarks());
-    assert!(tracker.committable().is_empty());
-    assert!(tracker.committable_with_stats().offsets.is_empty());
 }
 
 #[test]
@@ -432,7 +422,7 @@ fn w_a_panicking_drop_during_an_advance_does_not_wedge_the_partition() {
             }
         }
     }
-    let tracker: Tracker<&str, Off> = watermarked();
+    let tracker: inflight::WatermarkTracker<&str, Off> = watermarked();
     let first = tracker.send("p", Off(1)).unwrap();
     let second = tracker.send("p", Off(2)).unwrap();
     tracker.ack(first).unwrap();

@@ -1,7 +1,7 @@
 //! Watermark contenders (issue 7): who can say, at any moment and without a
 //! barrier, which offset of each partition is committable.
 //!
-//! - [`InflightWatermarks`]: this crate, `Tracker<u32, u64>` built with
+//! - [`InflightWatermarks`]: this crate, a `WatermarkTracker<u32, u64>` built with
 //!   `watermarks()`; the committer calls `committable()`.
 //! - [`InflightProgress`]: this crate built with `progress(4096)`; the
 //!   committer calls `progress()` and encodes each changed partition.
@@ -67,7 +67,7 @@ pub trait Watermark: Sync + Sized {
 // inflight, with watermarks
 
 /// This crate: `Tracker::builder().watermarks().build()`.
-pub struct InflightWatermarks(pub inflight::Tracker<u32, u64>);
+pub struct InflightWatermarks(pub inflight::WatermarkTracker<u32, u64>);
 
 impl Watermark for InflightWatermarks {
     const NAME: &'static str = "inflight_wm";
@@ -122,7 +122,7 @@ pub const PROGRESS_METADATA_BYTES: usize = 4096;
 /// partition's metadata (what a real committer hands to Kafka beside the
 /// offset); as the committable offset it keeps the last offset below
 /// `next`, so the workload's end check reads it as for the others.
-pub struct InflightProgress(pub inflight::Tracker<u32, u64>, AtomicU64);
+pub struct InflightProgress(pub inflight::ProgressTracker<u32, u64>, AtomicU64);
 
 impl Watermark for InflightProgress {
     const NAME: &'static str = "inflight_progress";

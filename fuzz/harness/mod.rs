@@ -40,11 +40,13 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use inflight::{SeqOffset, Ticket, Tracker};
+pub use modal::{AnyFlush, AnyTracker};
 use std::collections::HashMap;
 use std::hash::Hash;
 
 mod batch;
 mod decode;
+mod modal;
 mod model;
 mod ops;
 mod progress;
@@ -91,7 +93,7 @@ enum State {
 
 /// Builds the tracker the harness runs: with or without a capacity and
 /// watermarks.
-pub fn build_tracker<P, O>(capacity: Option<usize>, watermarks: bool) -> Tracker<P, O>
+pub fn build_tracker<P, O>(capacity: Option<usize>, watermarks: bool) -> AnyTracker<P, O>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -101,7 +103,8 @@ where
         return match capacity {
             Some(c) => Tracker::with_capacity(c),
             None => Tracker::new(),
-        };
+        }
+        .into();
     }
     let builder = Tracker::builder().watermarks();
     let tracker = match capacity {
@@ -109,7 +112,7 @@ where
         None => builder.build(),
     };
     assert!(tracker.has_watermarks());
-    tracker
+    tracker.into()
 }
 
 /// The raw value a `Ticket` will have. `Ticket` has no accessor short of
@@ -160,7 +163,7 @@ impl Setup {
 
 /// Builds the tracker `ops` runs: [`build_tracker`], or a progress tracker
 /// with the metadata budget [`BUDGET`].
-fn build_setup<P, O>(setup: Setup) -> Tracker<P, O>
+fn build_setup<P, O>(setup: Setup) -> AnyTracker<P, O>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: SeqOffset + Clone + Send + Sync,
@@ -177,7 +180,7 @@ where
         tracker.has_watermarks(),
         "a progress tracker keeps watermarks"
     );
-    tracker
+    tracker.into()
 }
 
 /// The `ops` setup from one byte: with the top two bits set, a progress

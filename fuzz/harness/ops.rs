@@ -63,8 +63,9 @@ use super::progress::Reports;
 use super::resolve::Which;
 use super::user::{self, Act, Off, Part};
 use super::{build_setup, peek_raw, pick_ops_setup, raw_id, Setup, State, MAX_OPS, PARTITIONS};
+use super::{AnyFlush, AnyTracker};
 use arbitrary::{Arbitrary, Unstructured};
-use inflight::{Flush, SendError, Ticket, Tracker};
+use inflight::{SendError, Ticket, Tracker};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
@@ -153,11 +154,11 @@ pub struct Fired {
 
 /// A tracker and the model, driven in lockstep.
 pub(super) struct Sim<'t> {
-    pub(super) tracker: &'t Tracker<Part, Off>,
+    pub(super) tracker: &'t AnyTracker<Part, Off>,
     /// Another tracker, whose tickets `tracker` must refuse.
     pub(super) foreign: &'t Tracker<u8, u64>,
     pub(super) foreign_sent: usize,
-    flush: Option<Flush<'t, Part, Off>>,
+    flush: Option<AnyFlush<'t, Part, Off>>,
     /// Tickets held as `Ticket`, with their record number: live, or of a
     /// record a revoke released.
     pub(super) tickets: Vec<(Ticket, usize)>,
@@ -178,7 +179,7 @@ pub(super) struct Sim<'t> {
 
 impl<'t> Sim<'t> {
     pub(super) fn new(
-        tracker: &'t Tracker<Part, Off>,
+        tracker: &'t AnyTracker<Part, Off>,
         foreign: &'t Tracker<u8, u64>,
         progress: bool,
     ) -> Self {

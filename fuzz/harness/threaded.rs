@@ -39,9 +39,10 @@ mod checks;
 mod thread;
 
 use self::checks::{check_watermarks_at_rest, final_flush, queue_numbers};
+use super::AnyTracker;
 use super::{build_tracker, pick_setup, Offsets, State};
 use arbitrary::{Arbitrary, Unstructured};
-use inflight::{DrainError, FlushError, Ticket, Tracker};
+use inflight::{DrainError, FlushError, Ticket};
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -197,7 +198,7 @@ fn decode(offset: u64) -> (usize, u64) {
 }
 
 struct Shared<'a> {
-    tracker: &'a Tracker<Key, Stamp>,
+    tracker: &'a AnyTracker<Key, Stamp>,
     capacity: Option<usize>,
     watermarks: bool,
     /// Per thread: `(partition, seq)` of records sent (about to be) and not

@@ -15,7 +15,7 @@
 //! (default 30), then stops cleanly: stop consuming, let every record
 //! deliver, commit, leave the group.
 
-use inflight::{SendError, Tracker};
+use inflight::{ProgressTracker, SendError, Tracker};
 use inflight_rdkafka::{
     commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext,
 };
@@ -27,7 +27,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-type Pipeline = Tracker<TopicPartition, i64>;
+type Pipeline = ProgressTracker<TopicPartition, i64>;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,7 +50,9 @@ fn main() {
         .create_with_context(HandOffContext::new(tracker.clone(), Duration::from_secs(5)))
         .expect("consumer");
     consumer.subscribe(&[&source]).expect("subscribe");
-    let producer: Arc<ThreadedProducer<TrackingContext<TopicPartition, i64>>> = Arc::new(
+    let producer: Arc<
+        ThreadedProducer<TrackingContext<TopicPartition, i64, inflight::mode::Progress>>,
+    > = Arc::new(
         ClientConfig::new()
             .set("bootstrap.servers", &brokers)
             .set("acks", "all")
@@ -115,7 +117,7 @@ fn main() {
                 let mut record = (partition, message.offset());
                 let sent = loop {
                     match tracker.send_timeout(record.0, record.1, Duration::from_secs(1)) {
-                        Err(SendError::Full(partition, offset)) => {
+                        Err(SendError::Full(partition, offset, _)) => {
                             eprintln!("waiting for room for {partition:?}@{offset}");
                             record = (partition, offset);
                         }

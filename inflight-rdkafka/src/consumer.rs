@@ -39,7 +39,7 @@
 //! }
 //! ```
 
-use inflight::{Progress, Tracker};
+use inflight::{Progress, ProgressTracker};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -102,7 +102,7 @@ pub fn commit_list(
 /// [`CommitMode::Sync`] where that matters (the hand-off does).
 pub fn commit_progress<C>(
     consumer: &impl Consumer<C>,
-    tracker: &Tracker<TopicPartition, i64>,
+    tracker: &ProgressTracker<TopicPartition, i64>,
     mode: CommitMode,
 ) -> KafkaResult<usize>
 where
@@ -200,7 +200,7 @@ impl Resume {
 /// [`HandOffContext::errors`]: the callback cannot return them, and the
 /// next owner then redoes the records, which is safe.
 pub struct HandOffContext {
-    tracker: Arc<Tracker<TopicPartition, i64>>,
+    tracker: Arc<ProgressTracker<TopicPartition, i64>>,
     drain_timeout: Duration,
     resume: Mutex<Resume>,
     errors: Mutex<Vec<String>>,
@@ -209,7 +209,10 @@ pub struct HandOffContext {
 impl HandOffContext {
     /// A context handing off `tracker`'s partitions, waiting at most
     /// `drain_timeout` for each revoked partition's records.
-    pub fn new(tracker: Arc<Tracker<TopicPartition, i64>>, drain_timeout: Duration) -> Self {
+    pub fn new(
+        tracker: Arc<ProgressTracker<TopicPartition, i64>>,
+        drain_timeout: Duration,
+    ) -> Self {
         Self {
             tracker,
             drain_timeout,
@@ -219,7 +222,7 @@ impl HandOffContext {
     }
 
     /// The tracker.
-    pub fn tracker(&self) -> &Arc<Tracker<TopicPartition, i64>> {
+    pub fn tracker(&self) -> &Arc<ProgressTracker<TopicPartition, i64>> {
         &self.tracker
     }
 
@@ -310,9 +313,8 @@ mod tests {
 
     #[test]
     fn progress_goes_into_the_commit_list_and_back() {
-        let tracker = Tracker::<TopicPartition, i64>::builder()
-            .progress(4096)
-            .build();
+        let tracker: ProgressTracker<TopicPartition, i64> =
+            inflight::Tracker::builder().progress(4096).build();
         let a = TopicPartition::new("source", 0);
         let b = TopicPartition::new("source", 3);
         let tickets: Vec<_> = (100..110)

@@ -26,6 +26,7 @@
 //! // then cover source offset 1000.
 //! ```
 
+use inflight::mode::{Barrier, Mode};
 use inflight::{ResolveError, Ticket, Tracker};
 use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError;
@@ -55,7 +56,7 @@ impl TicketOpaque {
     }
 
     /// Acks the ticket on `tracker`.
-    pub fn ack<P, O>(self, tracker: &Tracker<P, O>) -> Result<(), ResolveError>
+    pub fn ack<P, O, M: Mode>(self, tracker: &Tracker<P, O, M>) -> Result<(), ResolveError>
     where
         P: Hash + Eq + Clone + Send + Sync,
         O: Clone + Send + Sync,
@@ -65,7 +66,7 @@ impl TicketOpaque {
 
     /// Fails the ticket on `tracker`: for a record the producer refused at
     /// `send`, which no delivery callback will report.
-    pub fn fail<P, O>(self, tracker: &Tracker<P, O>) -> Result<(), ResolveError>
+    pub fn fail<P, O, M: Mode>(self, tracker: &Tracker<P, O, M>) -> Result<(), ResolveError>
     where
         P: Hash + Eq + Clone + Send + Sync,
         O: Clone + Send + Sync,
@@ -91,16 +92,16 @@ impl IntoOpaque for TicketOpaque {
 /// failed for good (librdkafka retries before it reports). Counts both, and
 /// tickets that would not resolve (never expected: a ticket travels with
 /// one record).
-pub struct TrackingContext<P, O> {
-    tracker: Arc<Tracker<P, O>>,
+pub struct TrackingContext<P, O, M: Mode = Barrier> {
+    tracker: Arc<Tracker<P, O, M>>,
     delivered: AtomicU64,
     failed: AtomicU64,
     unresolved: AtomicU64,
 }
 
-impl<P, O> TrackingContext<P, O> {
+impl<P, O, M: Mode> TrackingContext<P, O, M> {
     /// A context resolving the tickets of `tracker`.
-    pub fn new(tracker: Arc<Tracker<P, O>>) -> Self {
+    pub fn new(tracker: Arc<Tracker<P, O, M>>) -> Self {
         Self {
             tracker,
             delivered: AtomicU64::new(0),
@@ -110,7 +111,7 @@ impl<P, O> TrackingContext<P, O> {
     }
 
     /// The tracker whose tickets it resolves.
-    pub fn tracker(&self) -> &Arc<Tracker<P, O>> {
+    pub fn tracker(&self) -> &Arc<Tracker<P, O, M>> {
         &self.tracker
     }
 
@@ -126,14 +127,14 @@ impl<P, O> TrackingContext<P, O> {
     }
 }
 
-impl<P, O> ClientContext for TrackingContext<P, O>
+impl<P, O, M: Mode> ClientContext for TrackingContext<P, O, M>
 where
     P: Send + Sync,
     O: Send + Sync,
 {
 }
 
-impl<P, O> ProducerContext for TrackingContext<P, O>
+impl<P, O, M: Mode> ProducerContext for TrackingContext<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -172,8 +173,8 @@ where
 /// inflight_rdkafka::resolve_delivery(&tracker, ticket, &delivery).expect("a live ticket");
 /// assert_eq!(tracker.in_flight(), 0);
 /// ```
-pub fn resolve_delivery<P, O, T, E>(
-    tracker: &Tracker<P, O>,
+pub fn resolve_delivery<P, O, M: Mode, T, E>(
+    tracker: &Tracker<P, O, M>,
     ticket: Ticket,
     delivery: &Result<T, E>,
 ) -> Result<(), ResolveError>

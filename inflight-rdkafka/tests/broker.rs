@@ -108,10 +108,11 @@ fn deliveries_ack_their_tickets_without_an_allocation_each() {
     let topic = unique("ir-deliveries");
     create_topic(&topic, 1);
     let tracker = Arc::new(Tracker::<u32, u64>::builder().watermarks().build());
-    let producer: ThreadedProducer<TrackingContext<u32, u64>> = config()
-        .set("acks", "all")
-        .create_with_context(TrackingContext::new(tracker.clone()))
-        .unwrap();
+    let producer: ThreadedProducer<TrackingContext<u32, u64, inflight::mode::Watermarks>> =
+        config()
+            .set("acks", "all")
+            .create_with_context(TrackingContext::new(tracker.clone()))
+            .unwrap();
     for offset in 0..1_000_u64 {
         let ticket = tracker.send(0, offset).unwrap();
         let payload = offset.to_string();
@@ -134,9 +135,10 @@ fn a_record_the_producer_refuses_fails_its_ticket() {
     let topic = unique("ir-refused");
     create_topic(&topic, 1);
     let tracker = Arc::new(Tracker::<u32, u64>::builder().watermarks().build());
-    let producer: ThreadedProducer<TrackingContext<u32, u64>> = config()
-        .create_with_context(TrackingContext::new(tracker.clone()))
-        .unwrap();
+    let producer: ThreadedProducer<TrackingContext<u32, u64, inflight::mode::Watermarks>> =
+        config()
+            .create_with_context(TrackingContext::new(tracker.clone()))
+            .unwrap();
     let ticket = tracker.send(0, 1).unwrap();
     let huge = "x".repeat(2 << 20); // over the default message.max.bytes
     let record = BaseRecord::with_opaque_to(&topic, TicketOpaque::from(ticket)).payload(&huge);
@@ -149,7 +151,7 @@ fn a_record_the_producer_refuses_fails_its_ticket() {
 /// `tracker` unless `keep` says to leave it in flight.
 fn consume(
     consumer: &BaseConsumer<HandOffContext>,
-    tracker: &Tracker<TopicPartition, i64>,
+    tracker: &inflight::ProgressTracker<TopicPartition, i64>,
     count: usize,
     keep: impl Fn(i32, i64) -> bool,
 ) {
@@ -172,7 +174,7 @@ fn consume(
 
 fn group_consumer(
     group: &str,
-    tracker: &Arc<Tracker<TopicPartition, i64>>,
+    tracker: &Arc<inflight::ProgressTracker<TopicPartition, i64>>,
 ) -> BaseConsumer<HandOffContext> {
     config()
         .set("group.id", group)

@@ -428,7 +428,7 @@ fn capacity_full_vs_ack() {
                 assert_eq!(tracker.in_flight(), 1);
                 tracker.ack(ticket).unwrap();
             }
-            Err(SendError::Full(p, o)) => {
+            Err(SendError::Full(p, o, _)) => {
                 assert_eq!((p, *o), ("p", 2));
                 assert_eq!(tracker.in_flight(), 0);
                 let ticket = tracker.send(p, o).unwrap();

@@ -27,7 +27,7 @@ fn seq(n: u64) -> Seq {
     Seq(Arc::new(n))
 }
 
-type T = Tracker<&'static str, Seq>;
+type T = inflight::ProgressTracker<&'static str, Seq>;
 
 /// Long enough that only a wake-up can end the wait.
 const FOREVER: Duration = Duration::from_secs(3600);

@@ -27,7 +27,7 @@ fn seq(n: u64) -> Seq {
     Seq(Arc::new(n))
 }
 
-type T = Tracker<&'static str, Seq>;
+type T = inflight::ProgressTracker<&'static str, Seq>;
 
 fn progress_tracker() -> Arc<T> {
     Arc::new(Tracker::builder().progress(4096).build())

@@ -17,7 +17,7 @@ use common::{off, plain, run_model, T};
 
 /// A progress tracker of the models (a budget large enough never to
 /// refuse).
-type Progress = Tracker<&'static str, u64>;
+type Progress = inflight::ProgressTracker<&'static str, u64>;
 
 /// The offsets a flush begun now returns, committed.
 fn flushed(tracker: &T) -> Vec<(&'static str, u64)> {
@@ -164,7 +164,7 @@ fn drain_partition_vs_concurrent_send_on_a_progress_tracker() {
 #[test]
 fn revoked_typed_ticket_vs_slot_reuse() {
     run_model("revoked_typed_ticket_vs_slot_reuse", || {
-        let tracker: Arc<T> = common::watermarked();
+        let tracker = common::watermarked();
         let ticket = tracker.send("p", off(1)).unwrap();
         let t2 = tracker.clone();
         let acker = thread::spawn(move || t2.ack(ticket));

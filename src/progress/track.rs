@@ -10,11 +10,14 @@
 //! they link (see `watermark::order`), so the progress handed out always
 //! encodes within the budget.
 
+use super::NO_POSITION;
 use super::{Progress, SeqOffset};
+use crate::mode::{self, Mode};
 use crate::watermark::{Seen, Walk};
 use crate::{Builder, Tracker};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
 
 /// What [`Builder::progress`] sets: the budget, and how to read an
 /// offset's position (`Clone` and [`SeqOffset::seq`], user code run by the
@@ -33,7 +36,17 @@ impl<O> Clone for ProgressConfig<O> {
 
 impl<O> Copy for ProgressConfig<O> {}
 
-impl<P, O> Builder<P, O>
+impl<O> ProgressConfig<O> {
+    /// The configuration of a tracker that keeps no progress: never read.
+    pub(crate) fn none() -> Self {
+        Self {
+            max_metadata_bytes: 0,
+            seq_of: |_| NO_POSITION,
+        }
+    }
+}
+
+impl<P, O, M: Mode> Builder<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: SeqOffset + Clone + Send + Sync,
@@ -86,23 +99,28 @@ where
     /// }
     /// // Records in flight behind it fill the budget: then `Full`.
     /// let refused = (1_000..1_100_u64).map(|o| tracker.send("p", o)).find_map(Result::err);
-    /// assert!(matches!(refused, Some(SendError::Full("p", _))));
+    /// assert!(matches!(refused, Some(SendError::Full("p", _, _))));
     /// // Offsets rise within a partition, and the refused one is owed.
     /// assert!(matches!(tracker.send("p", 1), Err(SendError::OutOfOrder("p", 1))));
     /// let owed = refused.unwrap().into_inner().1;
     /// assert!(matches!(tracker.send("p", owed + 1), Err(SendError::OutOfOrder(..))));
     /// ```
-    pub fn progress(mut self, max_metadata_bytes: usize) -> Self {
-        self.watermarks = true;
-        self.progress = Some(ProgressConfig {
-            max_metadata_bytes,
-            seq_of: |offset: &O| offset.clone().seq(),
-        });
-        self
+    pub fn progress(self, max_metadata_bytes: usize) -> Builder<P, O, mode::Progress> {
+        Builder {
+            capacity: self.capacity,
+            progress: ProgressConfig {
+                max_metadata_bytes,
+                seq_of: |offset: &O| offset.clone().seq(),
+            },
+            _types: PhantomData,
+            _mode: PhantomData,
+        }
     }
 }
 
-impl<P, O> Tracker<P, O>
+/// Progress: what a [`ProgressTracker`](crate::ProgressTracker) can commit,
+/// with the metadata a restart resumes from.
+impl<P, O> Tracker<P, O, mode::Progress>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -112,8 +130,7 @@ where
     /// commit) and which offsets past it are done ([`Progress::is_done`]),
     /// encoded within the tracker's budget ([`Progress::encode`], the
     /// commit's metadata). A later call's value supersedes an earlier
-    /// one's. Empty unless the tracker was built with
-    /// [`Builder::progress`].
+    /// one's. Exists on trackers built with [`Builder::progress`].
     ///
     /// Lock-free, and callable at any moment beside sends and acks: it
     /// writes nothing the hot path reads, and an offset it reports done
@@ -147,9 +164,7 @@ where
     /// ```
     pub fn progress(&self) -> HashMap<P, Progress> {
         let mut out = HashMap::new();
-        let (Some(watermarks), Some(config)) = (&self.watermarks, self.progress) else {
-            return out;
-        };
+        let (watermarks, config) = (&self.watermarks, self.progress);
         let mut walk = Walk::default();
         let mut reported = Vec::new();
         // Partitions whose progress the caller has (reported now or

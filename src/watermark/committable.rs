@@ -2,6 +2,7 @@
 //! calls that take the published marks.
 
 use super::*;
+use crate::mode::{Mode, Watermarked};
 
 /// What [`Tracker::committable_with_stats`] returns: the advanced watermarks
 /// and the numbers Kafka's `CommittableOffsets` reports beside them.
@@ -104,7 +105,9 @@ impl<P: Hash + Eq, O> Committable<P, O> {
     }
 }
 
-impl<P, O> Tracker<P, O>
+/// Watermarks: what a [`WatermarkTracker`](crate::WatermarkTracker) or
+/// [`ProgressTracker`](crate::ProgressTracker) can commit at any moment.
+impl<P, O, M: Watermarked> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
@@ -123,9 +126,9 @@ where
     /// the calls returned, or from one thread).
     ///
     /// A failed record stops its own partition's watermark for good (see
-    /// [`Committable::stopped`]) and no other partition's. Needs a tracker
-    /// built with [`Builder::watermarks`](crate::Builder::watermarks); on any other it returns an empty
-    /// map.
+    /// [`Committable::stopped`]) and no other partition's. Exists on
+    /// trackers built with [`Builder::watermarks`](crate::Builder::watermarks)
+    /// or [`Builder::progress`](crate::Builder::progress).
     ///
     /// ```
     /// use inflight::Tracker;
@@ -142,9 +145,7 @@ where
     /// ```
     #[must_use = "the advances are taken: no later call returns them"]
     pub fn committable(&self) -> HashMap<P, O> {
-        let Some(watermarks) = &self.watermarks else {
-            return HashMap::new();
-        };
+        let watermarks = &self.watermarks;
         let mut offsets = HashMap::new();
         watermarks.take(self.partitions.numbered(), &self.slots, |number, offset| {
             if let Some(partition) = self.partitions.key(number) {
@@ -160,9 +161,7 @@ where
     #[must_use = "the advances are taken: no later call returns them"]
     pub fn committable_with_stats(&self) -> Committable<P, O> {
         let mut result = Committable::default();
-        let Some(watermarks) = &self.watermarks else {
-            return result;
-        };
+        let watermarks = &self.watermarks;
         // The statistics first: they clone keys (user code), and a panic
         // there must come before any advance is taken.
         let mut largest: Option<(usize, u64)> = None;
@@ -194,13 +193,18 @@ where
             });
         result
     }
+}
 
-    /// Whether the tracker keeps watermarks ([`Builder::watermarks`](crate::Builder::watermarks)).
+impl<P, O, M: Mode> Tracker<P, O, M> {
+    /// Whether the tracker keeps watermarks: true on a
+    /// [`WatermarkTracker`](crate::WatermarkTracker) or
+    /// [`ProgressTracker`](crate::ProgressTracker). The type says it too;
+    /// this is for code generic over the mode ([`Builder::watermarks`](crate::Builder::watermarks)).
     ///
     /// ```
     /// assert!(!inflight::Tracker::<u8, u8>::new().has_watermarks());
     /// ```
     pub fn has_watermarks(&self) -> bool {
-        self.watermarks.is_some()
+        M::WATERMARKS
     }
 }

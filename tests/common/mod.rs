@@ -46,8 +46,8 @@ impl Rng {
 
 /// One barrier flush now (`wait(Duration::ZERO)`), committed if it
 /// succeeds: its offsets, or why it did not.
-pub fn flush_now<P, O>(
-    tracker: &inflight::Tracker<P, O>,
+pub fn flush_now<P, O, M: inflight::mode::Mode>(
+    tracker: &inflight::Tracker<P, O, M>,
 ) -> Result<std::collections::HashMap<P, O>, inflight::FlushError>
 where
     P: std::hash::Hash + Eq + Clone + Send + Sync,

@@ -139,7 +139,7 @@ fn g11_capacity_zero_refuses_every_send_with_its_record() {
     let tracker = Tracker::<String, String>::with_capacity(0);
     for i in 0..100 {
         match tracker.send(format!("p{i}"), format!("o{i}")) {
-            Err(SendError::Full(p, o)) => {
+            Err(SendError::Full(p, o, _)) => {
                 assert_eq!(p, format!("p{i}"));
                 assert_eq!(o, format!("o{i}"));
             }
@@ -178,7 +178,7 @@ fn g11_capacity_bound_is_exact_and_resolutions_make_room() {
             .map(|i| tracker.send(format!("p{}", i % 3), i as u64).unwrap())
             .collect();
         match tracker.send("extra".to_string(), 12345) {
-            Err(SendError::Full(p, o)) => assert_eq!((p.as_str(), o), ("extra", 12345)),
+            Err(SendError::Full(p, o, _)) => assert_eq!((p.as_str(), o), ("extra", 12345)),
             other => panic!("expected Full, got {other:?}"),
         }
         assert_eq!(tracker.in_flight(), n);
@@ -236,7 +236,7 @@ fn g11_bounded_tracker_under_concurrency_never_exceeds_its_capacity() {
                             assert!(now <= CAPACITY, "{now} records in flight");
                             mine.push(t);
                         }
-                        Err(SendError::Full(rp, ro)) => assert_eq!((rp, ro), (p, o)),
+                        Err(SendError::Full(rp, ro, _)) => assert_eq!((rp, ro), (p, o)),
                         Err(e) => panic!("unexpected {e:?}"),
                     }
                     if !mine.is_empty() && rng.below(2) == 0 {
@@ -364,10 +364,18 @@ fn g11_errors_implement_error_and_display() {
         let boxed: Box<dyn std::error::Error> = Box::new(e);
         assert!(!boxed.to_string().is_empty());
     }
-    // SendError needs no Debug/Display bound on the record.
+    // SendError needs no Display bound on the record; its Debug shows it.
+    #[derive(Debug)]
     struct Opaque;
-    check(SendError::Full(Opaque, Opaque));
+    check(SendError::Full(Opaque, Opaque, inflight::Limit::Capacity));
     check(SendError::<Opaque, Opaque>::Closed(Opaque, Opaque));
+    assert_eq!(
+        format!(
+            "{:?}",
+            SendError::Full("p", 7, inflight::Limit::MetadataBudget)
+        ),
+        r#"Full("p", 7, MetadataBudget)"#
+    );
     check(ResolveError::Unknown);
     check(ResolveError::AlreadyResolved);
     check(ResolveError::ForeignTracker);
@@ -591,7 +599,7 @@ fn g11_panicking_partition_hash_leaks_no_capacity() {
     let t = tracker.send(Touchy(1), 2).unwrap();
     assert!(matches!(
         tracker.send(Touchy(2), 3),
-        Err(SendError::Full(Touchy(2), 3))
+        Err(SendError::Full(Touchy(2), 3, _))
     ));
     let mut flush = tracker.begin_flush().unwrap();
     tracker.ack(t).unwrap();

@@ -101,7 +101,10 @@ fn g1_refused_sends_are_not_counted() {
     let tracker = Tracker::<&str, u64>::with_capacity(2);
     let a = tracker.send("p", 1).unwrap();
     let b = tracker.send("p", 2).unwrap();
-    assert!(matches!(tracker.send("p", 3), Err(SendError::Full("p", 3))));
+    assert!(matches!(
+        tracker.send("p", 3),
+        Err(SendError::Full("p", 3, _))
+    ));
     assert_eq!(tracker.in_flight(), 2);
     tracker.close();
     assert!(matches!(

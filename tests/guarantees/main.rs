@@ -44,7 +44,10 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    let raw = tracker.send(p, o).unwrap().into_raw();
+    let Ok(ticket) = tracker.send(p, o) else {
+        panic!("refused");
+    };
+    let raw = ticket.into_raw();
     tracker.ack_raw(raw).unwrap();
     raw_tracker(raw)
 }

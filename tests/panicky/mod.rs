@@ -4,6 +4,7 @@
 //! `panic_safety.rs` and `panic_safety_batch.rs`.
 #![allow(dead_code)] // each test file uses a different part
 
+use inflight::mode::Mode;
 use inflight::{Ticket, Tracker};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -206,8 +207,10 @@ impl Eq for Key {}
 pub const K: u64 = 1000;
 
 pub type T = Tracker<Key, Off>;
+/// A watermark tracker of the panicking types.
+pub type W = inflight::WatermarkTracker<Key, Off>;
 
-pub fn send(tracker: &T, key: u64, offset: u64) -> Ticket {
+pub fn send<M: Mode>(tracker: &Tracker<Key, Off, M>, key: u64, offset: u64) -> Ticket {
     tracker.send(Key::new(K + key), Off::new(offset)).unwrap()
 }
 
@@ -219,7 +222,7 @@ pub fn ids(offsets: &HashMap<Key, Off>) -> Vec<(u64, u64)> {
 }
 
 /// One barrier flush that must succeed: its offsets by key id.
-pub fn flush(tracker: &T) -> Vec<(u64, u64)> {
+pub fn flush<M: Mode>(tracker: &Tracker<Key, Off, M>) -> Vec<(u64, u64)> {
     let mut flush = tracker.begin_flush().unwrap();
     let offsets = flush.wait(FOREVER).unwrap();
     flush.commit().unwrap();
@@ -228,7 +231,7 @@ pub fn flush(tracker: &T) -> Vec<(u64, u64)> {
 
 /// The tracker still works: a new record is counted, flushed and drained,
 /// and nothing else is in flight (the caller has resolved everything).
-pub fn assert_usable(tracker: &T, fresh_offset: u64) {
+pub fn assert_usable<M: Mode>(tracker: &Tracker<Key, Off, M>, fresh_offset: u64) {
     assert_eq!(tracker.in_flight(), 0, "nothing left in flight");
     tracker.drain(Duration::ZERO).unwrap();
     let ticket = send(tracker, 999, fresh_offset);
@@ -239,7 +242,7 @@ pub fn assert_usable(tracker: &T, fresh_offset: u64) {
 }
 
 /// Drops the tracker and checks that every value made was dropped once.
-pub fn assert_all_dropped(tracker: T) {
+pub fn assert_all_dropped<M: Mode>(tracker: Tracker<Key, Off, M>) {
     drop(tracker);
     assert_eq!(live(), 0, "values leaked (> 0) or dropped twice (< 0)");
 }

@@ -3,9 +3,10 @@
 //! statistics), and those checked at rest (the final flush, the
 //! watermarks once every record is resolved).
 
+use super::super::AnyTracker;
 use super::super::{Offsets, State};
 use super::{decode, encode, plain, Key, Outcome, Sealed, Shared, Stamp, SHARED};
-use inflight::{Committable, FlushError, Tracker};
+use inflight::{Committable, FlushError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -255,7 +256,7 @@ impl Shared<'_> {
 /// returns `Failed { failed: all fails }`, or else, for each partition, its
 /// last offset exactly when no committed flush returned it.
 pub(super) fn final_flush(
-    tracker: &Tracker<Key, Stamp>,
+    tracker: &AnyTracker<Key, Stamp>,
     committed: Vec<Offsets>,
     last: &[HashMap<u8, u64>],
     failed: usize,

@@ -3,11 +3,12 @@
 //! checks each result as it comes (with the invariants of `checks.rs`), and
 //! keeps the bookkeeping the end state needs ([`Outcome`]).
 
+use super::super::AnyFlush;
 use super::super::{peek_raw, Offsets, State};
 use super::{
     encode, plain, Done, Key, Outcome, Sealed, Shared, Slow, Stamp, ThreadOp, SHARED, SLOW,
 };
-use inflight::{BeginFlushError, DrainError, Flush, FlushError, ResolveError, SendError};
+use inflight::{BeginFlushError, DrainError, FlushError, ResolveError, SendError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -54,7 +55,7 @@ impl Shared<'_> {
     /// returns what the thread leaves behind.
     pub(super) fn run(&self, thread: usize, ops: &[ThreadOp]) -> Outcome {
         let tracker = self.tracker;
-        let mut flush: Option<Flush<'_, Key, Stamp>> = None;
+        let mut flush: Option<AnyFlush<'_, Key, Stamp>> = None;
         let mut sealed = Sealed {
             done_before: Vec::new(),
             clock_after: 0,

@@ -5,7 +5,7 @@
 use super::events::{Events, WorkerEvent};
 use super::ledger::{self, Decision, Entry, Kind, Writer};
 use super::worker::WorkerConfig;
-use inflight::{Progress, Tracker};
+use inflight::{Progress, ProgressTracker};
 use inflight_rdkafka::consumer::commit_list;
 use inflight_rdkafka::TopicPartition;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
@@ -45,7 +45,7 @@ struct State {
 /// The consumer's context: the hand-off and the commits.
 pub struct GroupContext {
     config: WorkerConfig,
-    tracker: Arc<Tracker<TopicPartition, i64>>,
+    tracker: Arc<ProgressTracker<TopicPartition, i64>>,
     events: Events,
     errors: AtomicU64,
     state: Mutex<State>,
@@ -72,7 +72,7 @@ impl GroupContext {
     /// ledger through `ledger`.
     pub fn new(
         config: WorkerConfig,
-        tracker: Arc<Tracker<TopicPartition, i64>>,
+        tracker: Arc<ProgressTracker<TopicPartition, i64>>,
         events: Events,
         ledger: Writer,
     ) -> GroupContext {

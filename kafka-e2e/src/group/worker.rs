@@ -30,7 +30,7 @@ use super::ledger::Writer;
 use super::Rng;
 use crate::kafka::{self, client_config};
 use crate::Error;
-use inflight::{SendError, Tracker};
+use inflight::{ProgressTracker, SendError, Tracker};
 use inflight_rdkafka::producer::is_queue_full;
 use inflight_rdkafka::{TicketOpaque, TopicPartition, TrackingContext};
 use rdkafka::consumer::Consumer;
@@ -129,18 +129,17 @@ struct Job {
     ticket: TicketOpaque,
 }
 
-type SinkProducer = ThreadedProducer<TrackingContext<TopicPartition, i64>>;
+type SinkProducer =
+    ThreadedProducer<TrackingContext<TopicPartition, i64, inflight::mode::Progress>>;
 
 /// Runs a worker until `stop`, then stops it cleanly: leave the group (the
 /// hand-off releases every partition), let every record deliver.
 pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<WorkerReport, Error> {
     kafka::check_reachable(&config.brokers, kafka::CONNECT_TIMEOUT)?;
-    let builder = Tracker::<TopicPartition, i64>::builder();
-    let tracker = Arc::new(if config.metadata {
-        builder.progress(4096).build()
-    } else {
-        builder.watermarks().build()
-    });
+    // A progress tracker either way: without metadata, the context commits
+    // its watermarks (`committable`), which a progress tracker keeps too.
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
     let producer: Arc<SinkProducer> = Arc::new(
         client_config(&config.brokers)
             .set("linger.ms", "5")

@@ -10,6 +10,8 @@ use std::time::Duration;
 /// drops are reported.
 pub type Off = Arc<u64>;
 pub type T = Tracker<&'static str, Off>;
+/// A watermark tracker of the models' types.
+pub type W = inflight::WatermarkTracker<&'static str, Off>;
 
 /// Long enough that only a wake-up can end the wait (loom has no clock: a
 /// wait that is never woken is reported as a deadlock).
@@ -68,6 +70,6 @@ pub fn run_model_bounded(name: &'static str, cap: usize, f: impl Fn() + Sync + S
 }
 
 /// A tracker that keeps watermarks.
-pub fn watermarked() -> Arc<T> {
+pub fn watermarked() -> Arc<W> {
     Arc::new(Tracker::builder().watermarks().build())
 }

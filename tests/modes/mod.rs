@@ -1,0 +1,47 @@
+//! Running one test body in several tracker modes. A mode is a type, so a
+//! body is compiled once per mode: `each_mode!` expands it for each tracker
+//! given, with `$tracker` bound to that tracker, and with [`Modal`] in
+//! scope so that a body may call `committable` on any of them (a barrier
+//! tracker has no such call; here it answers empty, as the body expects).
+
+#![allow(dead_code)] // each test file uses a different part
+
+use inflight::mode::Barrier;
+use inflight::{Committable, Tracker};
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// `each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] { body })`
+/// runs `body` once for each tracker, in order.
+macro_rules! each_mode {
+    ($tracker:ident = [$($make:expr),+ $(,)?] $body:block) => {
+        $({
+            #[allow(unused_imports)]
+            use $crate::modes::Modal as _;
+            let $tracker = $make;
+            $body
+        })+
+    };
+}
+
+/// `committable` on a barrier tracker, for bodies run in every mode: it
+/// keeps no watermarks, so nothing is ever committable. (The typed
+/// trackers' own calls take precedence where they exist.)
+pub trait Modal<P, O> {
+    fn committable(&self) -> HashMap<P, O>;
+    fn committable_with_stats(&self) -> Committable<P, O>;
+}
+
+impl<P, O> Modal<P, O> for Tracker<P, O, Barrier>
+where
+    P: Hash + Eq + Clone + Send + Sync,
+    O: Clone + Send + Sync,
+{
+    fn committable(&self) -> HashMap<P, O> {
+        HashMap::new()
+    }
+
+    fn committable_with_stats(&self) -> Committable<P, O> {
+        Committable::default()
+    }
+}
