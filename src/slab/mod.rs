@@ -366,7 +366,7 @@ impl<O> Slab<O> {
     /// that is where the offsets of resolved records are dropped, so user
     /// code (a `Drop` that may panic) runs only here, while the caller holds
     /// nothing else. If it panics, the slot goes back on a free list, empty.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(&self, home: usize) -> Option<(usize, &Slot<O>)> {
         let (index, slot) = self.take(home)?;
         if std::mem::needs_drop::<O>() {

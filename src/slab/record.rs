@@ -163,7 +163,7 @@ impl<O> Slab<O> {
     /// the slot was freed (it was not held). A freed slot is not yet back on
     /// a free list: the caller finishes with it, then calls
     /// [`recycle_slot`](Self::recycle_slot). Its offset stays in it, `STALE`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn resolve(
         &self,
         index: usize,
@@ -377,7 +377,7 @@ impl<O> Slab<O> {
     }
 
     /// [`release`](Self::release) for a caller that has the slot at hand.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn release_at(&self, index: usize, slot: &Slot<O>, hold: u64) {
         // Acquire: pairs with the Release CAS of the resolution (or publish).
         let mut current = slot.state.load(Ordering::Acquire);
