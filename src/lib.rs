@@ -119,8 +119,12 @@
 //! 1. **Nothing lost.** Every accepted record is resolved exactly once or
 //!    stays pending and counted in [`Tracker::in_flight`].
 //! 2. **The seal is linearizable with send.** A send is covered by a flush
-//!    or not, never half; a flush returns, per partition, the offset of the
-//!    latest covered record and never that of an uncovered one.
+//!    or not, never half: a send that returned before `begin_flush` is
+//!    covered, one that started after it returned is not, and every send
+//!    that happens before a covered send is covered too. A flush returns,
+//!    per partition, the offset of the latest covered record in send order
+//!    (of two concurrent sends, either), and never that of an uncovered
+//!    one.
 //! 3. **No premature commit.** [`Flush::wait`] returns offsets only when
 //!    every covered record was acked; a covered failure gives
 //!    [`FlushError::Failed`], never offsets.
@@ -156,7 +160,9 @@
 //!     `Drop`: an offset is dropped when its slot is reused by a later
 //!     `send`, before that send takes anything (or when the tracker drops).
 //! 15. **Fail fast.** [`Flush::wait`] returns [`FlushError::Failed`] as
-//!     soon as a covered record has failed, waking a waiting call.
+//!     soon as a covered record has failed, waking a waiting call, without
+//!     waiting for the covered records still in flight. (On a watermark
+//!     tracker a failure counts once its partition's watermark reaches it.)
 //! 16. **Revoke.** After [`Tracker::revoke`] of a partition, its unresolved
 //!     records are released (their tickets answer
 //!     [`ResolveError::Revoked`]), nothing of its ended life is waited for
@@ -167,7 +173,10 @@
 //!     its record was acked (or the offset was skipped) before the call
 //!     returned; [`Progress::next`] never moves back within a life;
 //!     [`Progress::encode`] never exceeds the budget given to
-//!     [`Builder::progress`], which `send` enforces per partition.
+//!     [`Builder::progress`], which `send` enforces per partition: a send is
+//!     refused for the budget only when some way its partition's records
+//!     could still end would outgrow it (up to the run-length form's slack
+//!     of a byte per stretch where acked and unacked records interleave).
 //!
 //! A failed record stays covered by every later flush, which keeps
 //! returning `Failed`: restart from the last committed offsets (that is
