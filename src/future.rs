@@ -274,7 +274,7 @@ where
     /// Seals the open generation when called (not when first polled), so
     /// "before this call" means before `drain_async` returned the future.
     /// `Ok(())` once none of those records is in flight (failed ones count
-    /// as resolved), or [`FlushError::Interrupted`] after
+    /// as resolved), or [`DrainError::Interrupted`] after
     /// [`interrupt`](Self::interrupt), delivered to one waiting call. No
     /// timeout: wrap the future in your runtime's. Cancel-safe: dropping the
     /// future unregisters its waker and changes nothing else.

@@ -1,12 +1,13 @@
 //! Lock-free tracking of records in flight between a source and a sink, and
 //! of the source offsets that are safe to commit.
 //!
-//! A source connector, log shipper or replication stream reads records at
-//! source offsets, hands them to an asynchronous sink (a Kafka producer, say)
-//! and must periodically store "where to resume". Storing an offset whose
-//! record was not yet delivered loses data on a crash; storing too little
-//! duplicates data on every clean restart. `inflight` answers the question
-//! "which offsets can I commit now?" without a lock on the hot path:
+//! A source connector, a consumer that processes out of order, a log
+//! shipper or a replication stream reads records at source offsets, hands
+//! them to an asynchronous sink (a Kafka producer, say) and must
+//! periodically store "where to resume". Storing an offset whose record was
+//! not yet delivered loses data on a crash; storing too little duplicates
+//! data on every restart. `inflight` answers "which offsets can I commit
+//! now?" from any thread, without a lock on the hot path:
 //!
 //! ```
 //! use std::time::Duration;
@@ -27,6 +28,20 @@
 //! flush.commit().unwrap();
 //! ```
 //!
+//! # Which calls for which job
+//!
+//! | job | calls | example |
+//! |---|---|---|
+//! | Source task (Kafka Connect style): every partition committed at one barrier | [`Tracker::new`], [`send`](Tracker::send), [`ack`](Tracker::ack) / [`fail`](Tracker::fail) (or [`ack_raw`](Tracker::ack_raw) from a C callback), [`begin_flush`](Tracker::begin_flush) → [`wait`](Flush::wait) → [`commit`](Flush::commit), [`close`](Tracker::close), [`interrupt`](Tracker::interrupt) | `quickstart`, `bounce` |
+//! | Consumer committing watermarks | [`Builder::watermarks`], [`committable`](Tracker::committable): the last done offset, so commit it **+ 1** to Kafka; [`drain`](Tracker::drain) at shutdown | `death_spiral` |
+//! | Consumer group with rebalances and progress metadata | [`Builder::progress`], [`progress`](Tracker::progress): commit [`Progress::next`] as it is, with [`Progress::encode`] as metadata; on revocation [`drain_partition`](Tracker::drain_partition) then [`revoke`](Tracker::revoke); on assignment [`Progress::decode`] and [`Progress::is_done`] | `inflight-rdkafka`'s `pipeline` |
+//! | Async, on any executor | [`Flush::wait_async`], [`drain_async`](Tracker::drain_async), [`drain_partition_async`](Tracker::drain_partition_async), [`send_async`](Tracker::send_async), [`begin_flush_owned`](Tracker::begin_flush_owned) | `async_producer` |
+//! | Back-pressure | [`Tracker::with_capacity`] or [`Builder::capacity`]; [`SendError::Full`] hands the record back ([`into_inner`](SendError::into_inner)); [`send_timeout`](Tracker::send_timeout), [`send_async`](Tracker::send_async); [`send_batch`](Tracker::send_batch), [`ack_all`](Tracker::ack_all) | `tests/usability.rs` |
+//! | Metrics and stuck records | [`stats`](Tracker::stats) (takes nothing), [`in_flight`](Tracker::in_flight), [`oldest_unresolved`](Tracker::oldest_unresolved), [`committable_with_stats`](Tracker::committable_with_stats) | `tests/usability.rs` |
+//!
+//! The examples run with `cargo run --release --example NAME` from the
+//! repository; the README walks through each job.
+//!
 //! # Generations, and the bug they rule out
 //!
 //! Records enter the *open generation*. [`Tracker::begin_flush`] *seals* it
@@ -45,52 +60,13 @@
 //! by the same atomic word that the seal sets, a ticket names its slot and
 //! tag rather than a map, and [`Tracker::interrupt`] ends a waiting flush.
 //!
-//! # Guarantees
-//!
-//! 1. Nothing lost: every accepted record is resolved exactly once or stays
-//!    pending and counted in [`Tracker::in_flight`].
-//! 2. The seal is linearizable with send; a flush returns, per partition, the
-//!    offset of the latest covered record.
-//! 3. [`Flush::wait`] returns offsets only when every covered record was
-//!    acked; a covered failure gives [`FlushError::Failed`], never offsets,
-//!    and at once (guarantee 15).
-//! 4. The last covered ack wakes a waiting flush promptly.
-//! 5. [`Tracker::interrupt`] is delivered to exactly one `wait`.
-//! 6. A forged, stale, foreign or duplicate ticket (any `u64`) is an error
-//!    and changes nothing. See [`Ticket`] for the tag width's ABA bound.
-//! 7. An aborted (or dropped) flush is merged into the next one.
-//! 8. One flush at a time; `commit` without a successful `wait` is an error.
-//! 9. After [`Tracker::close`] sends are refused with their record, and a
-//!    final flush covers everything accepted before.
-//! 10. `send`, `ack`, `fail`, `begin_flush`, `commit`, `abort` take no lock
-//!     and never wait for another thread.
-//! 11. No public call panics; no `unsafe` is reachable by misuse.
-//! 14. A panic in user code (the `Drop`, `Clone`, `Hash` or `Eq` of `P` or
-//!     `O`, or a [`Waker`](std::task::Waker)) leaves the tracker consistent
-//!     and usable: no value is used after it was dropped or dropped twice,
-//!     no record is counted without a ticket, no advance is lost. The calls
-//!     that resolve, commit and take offsets run no user `Drop`: an offset
-//!     is dropped when its slot is reused by a later `send`, before that
-//!     send takes anything (or when the tracker drops).
-//! 15. [`Flush::wait`] returns [`FlushError::Failed`] as soon as a covered
-//!     record has failed, waking a waiting call.
-//! 16. After [`Tracker::revoke`] of a partition, its unresolved records are
-//!     released (their tickets answer [`ResolveError::Revoked`]), nothing of
-//!     its ended life is waited for or reported, its failure is forgotten,
-//!     and a later send starts it anew; its last untaken watermark goes to
-//!     exactly one of `committable()` and [`Revoked::committable`].
-//!
-//! A failed record stays covered by every later flush, which keeps
-//! returning `Failed`: restart from the last committed offsets (that is
-//! at-least-once delivery).
-//!
 //! # Watermarks: committing without a barrier
 //!
 //! A barrier flush covers everything sent before it; when the sink is slower
 //! than the source, a flush that times out is merged into the next, which
 //! covers more, and offsets can stop moving altogether (Kafka's "death
-//! spiral", KAFKA-12226). A tracker built with [`Builder::watermarks`] also
-//! keeps, per partition, the offset of the longest acked prefix, and
+//! spiral", KAFKA-12226). A tracker built with [`Builder::watermarks`] keeps,
+//! per partition, the offset of the longest acked prefix, and
 //! [`Tracker::committable`] hands out the ones that advanced, at any moment:
 //!
 //! ```
@@ -106,30 +82,144 @@
 //! assert_eq!(offsets.get("users"), Some(&9));
 //! assert!(!offsets.contains_key("orders"));
 //! tracker.ack(a).unwrap();
-//! assert_eq!(tracker.committable()["orders"], 2);
+//! assert_eq!(tracker.committable()["orders"], 2); // Kafka: commit 3
 //! ```
-//!
-//! 12. A watermark never passes a record that was not acked; each advance
-//!     is returned by exactly one `committable` call; a failed record stops
-//!     its own partition's watermark and no other.
-//! 13. [`Tracker::drain`] returns once every record sent before it is
-//!     resolved (and, with watermarks, once `committable` has them all),
-//!     honouring [`Tracker::interrupt`] and its timeout.
 //!
 //! Use the barrier flush when offsets must be committed together or the
 //! hot path must stay minimal; use watermarks when the sink can fall behind
-//! or partitions progress independently. Both work on one tracker.
+//! or partitions progress independently.
+//!
+//! # Rebalances and progress
+//!
+//! [`Tracker::revoke`] ends a partition's life when a rebalance takes it
+//! away or its failed record must be redone: its unresolved records are
+//! released and the next send starts it afresh.
+//! [`Tracker::drain_partition`] first waits, with a timeout, for what is in
+//! flight there, for a clean hand-off. A tracker built with
+//! [`Builder::progress`] also keeps what is done past a partition's first
+//! gap, and [`Tracker::progress`] hands out a [`Progress`] per changed
+//! partition: [`Progress::next`] is the offset to commit (Kafka's, as it
+//! is) and [`Progress::encode`] fits the commit's metadata, so the next owner
+//! skips with [`Progress::is_done`] what was done.
 //!
 //! # Async
 //!
-//! [`Flush::wait_async`] and [`Tracker::drain_async`] await the same
-//! conditions as `wait` and `drain` without blocking a thread, on any
+//! [`Flush::wait_async`], [`Tracker::drain_async`],
+//! [`Tracker::drain_partition_async`] and [`Tracker::send_async`] await the
+//! same conditions as their blocking twins without blocking a thread, on any
 //! executor (the crate depends on none: the last resolution wakes the
 //! task's [`Waker`](std::task::Waker)). Use your runtime's timeout; dropping
-//! the future cancels the wait and leaves the flush usable.
+//! a future cancels the wait and leaves the flush usable.
+//!
+//! # Guarantees
+//!
+//! The same numbers are used in the README, the
+//! [`implementation`] notes and the tests.
+//!
+//! 1. **Nothing lost.** Every accepted record is resolved exactly once or
+//!    stays pending and counted in [`Tracker::in_flight`].
+//! 2. **The seal is linearizable with send.** A send is covered by a flush
+//!    or not, never half: a send that returned before `begin_flush` is
+//!    covered, one that started after it returned is not, and every send
+//!    that happens before a covered send is covered too. A flush returns,
+//!    per partition, the offset of the latest covered record in send order
+//!    (of two concurrent sends, either), and never that of an uncovered
+//!    one.
+//! 3. **No premature commit.** [`Flush::wait`] returns offsets only when
+//!    every covered record was acked; a covered failure gives
+//!    [`FlushError::Failed`], never offsets.
+//! 4. **No lost wake-up.** The last covered ack wakes a waiting flush
+//!    promptly.
+//! 5. **Interrupt.** [`Tracker::interrupt`] is delivered to exactly one
+//!    waiting call: the one in progress, else the next.
+//! 6. **Exactly-once resolution.** A forged, stale, foreign or duplicate
+//!    ticket (any `u64`) is an error and changes nothing. See [`Ticket`]
+//!    for the tag width's ABA bound.
+//! 7. **Abort merges.** An aborted (or dropped) flush is merged into the
+//!    next one; later sends win.
+//! 8. **One flush at a time.** A second `begin_flush` is
+//!    [`BeginFlushError::InProgress`]; `commit` without a successful `wait`
+//!    is [`FlushError::NotReady`].
+//! 9. **Close.** After [`Tracker::close`] sends are refused with their
+//!    record, and a final flush covers everything accepted before.
+//! 10. **Lock-free.** `send`, `ack`, `fail`, `begin_flush`, `commit`,
+//!     `abort` take no lock and never wait for another thread.
+//! 11. **No panics.** No public call panics; no `unsafe` is reachable by
+//!     misuse.
+//! 12. **Watermarks.** A watermark never passes a record that was not
+//!     acked; each advance is returned by exactly one `committable` call; a
+//!     failed record stops its own partition's watermark and no other.
+//! 13. **Drain.** [`Tracker::drain`] returns once every record sent before
+//!     it is resolved (and, with watermarks, once `committable` has them
+//!     all), honouring [`Tracker::interrupt`] and its timeout.
+//! 14. **Panic safety.** A panic in user code (the `Drop`, `Clone`, `Hash`
+//!     or `Eq` of `P` or `O`, or a [`Waker`](std::task::Waker)) leaves the
+//!     tracker consistent and usable: no value is used after it was dropped
+//!     or dropped twice, no record is counted without a ticket, no advance
+//!     is lost. The calls that resolve, commit and take offsets run no user
+//!     `Drop`: an offset is dropped when its slot is reused by a later
+//!     `send`, before that send takes anything (or when the tracker drops).
+//! 15. **Fail fast.** [`Flush::wait`] returns [`FlushError::Failed`] as
+//!     soon as a covered record has failed, waking a waiting call, without
+//!     waiting for the covered records still in flight. (On a watermark
+//!     tracker a failure counts once its partition's watermark reaches it.)
+//! 16. **Revoke.** After [`Tracker::revoke`] of a partition, its unresolved
+//!     records are released (their tickets answer
+//!     [`ResolveError::Revoked`]), nothing of its ended life is waited for
+//!     or reported, its failure is forgotten, and a later send starts it
+//!     anew; its last untaken watermark goes to exactly one of
+//!     `committable()` and [`Revoked::committable`].
+//! 17. **Progress.** [`Tracker::progress`] reports an offset done only if
+//!     its record was acked (or the offset was skipped) before the call
+//!     returned; [`Progress::next`] never moves back within a life;
+//!     [`Progress::encode`] never exceeds the budget given to
+//!     [`Builder::progress`], which `send` enforces per partition: a send is
+//!     refused for the budget only when some way its partition's records
+//!     could still end would outgrow it (up to the run-length form's slack
+//!     of a byte per stretch where acked and unacked records interleave).
+//!
+//! A failed record stays covered by every later flush, which keeps
+//! returning `Failed`: restart from the last committed offsets (that is
+//! at-least-once delivery).
+//!
+//! # Glossary
+//!
+//! - **record**: one unit handed to the sink, named by a source partition
+//!   `P` and a source offset `O`; [`Tracker::send`] accepts it.
+//! - **ticket**: the receipt `send` returns ([`Ticket`]); it is resolved
+//!   exactly once, by `ack` (delivered) or `fail` (lost for good), or
+//!   released by a revoke. [`Ticket::into_raw`] makes it a `u64`.
+//! - **generation**: the records sent between two seals. Exactly one is
+//!   open; `send` enters it, and `begin_flush` *seals* it in one atomic
+//!   step.
+//! - **flush**: a commit barrier ([`Flush`]) covering every sealed
+//!   generation not yet committed; it returns each partition's offset of
+//!   the latest covered record once all of them are acked.
+//! - **watermark**: per partition, the offset of the latest record such
+//!   that it and every earlier one were acked (the *last done* offset, as
+//!   flushes and [`Revoked::committable`] give too: commit it + 1 to
+//!   Kafka).
+//! - **progress**: on a tracker built with [`Builder::progress`], what is
+//!   done past the watermark too ([`Progress`]); its `next()` is the *next
+//!   to read*, Kafka's committed offset, commit it as it is.
+//! - **owed**: on a progress tracker, an offset refused with
+//!   [`SendError::Full`] must be sent before any higher offset of its
+//!   partition is accepted (others get [`SendError::OutOfOrder`]), so a
+//!   refusal never becomes a gap counted as done.
+//! - **life**: a partition's records from its first send (or the send
+//!   after a revoke) to the next revoke. Nothing of an ended life (a late
+//!   ack, a send that raced the revoke) changes what the new life reports.
+//! - **revoke**: [`Tracker::revoke`] ends a partition's life, releasing
+//!   its unresolved records (their tickets answer
+//!   [`ResolveError::Revoked`]) and handing over its last untaken
+//!   watermark.
+//! - **drain**: waiting until records are resolved without committing:
+//!   [`Tracker::drain`] for everything sent before it (at shutdown),
+//!   [`Tracker::drain_partition`] for one partition (before a revoke).
 //!
 //! The design, memory layout and every memory ordering are described in
-//! [`implementation`].
+//! [`implementation`]; how each guarantee is checked is in the repository's
+//! `VERIFICATION.md`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -197,3 +287,8 @@ pub use watermark::Committable;
 
 #[doc = include_str!("../IMPLEMENTATION.md")]
 pub mod implementation {}
+
+/// Every Rust block of `README.md`, run as a doc test by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

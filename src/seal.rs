@@ -199,8 +199,7 @@ where
     ///
     /// Those are the only errors of a drain, which commits nothing:
     /// [`DrainError`] has no `Failed` or `NotReady`. (It converts into a
-    /// [`FlushError`], the type [`drain_partition`](Self::drain_partition)
-    /// returns, so one error path can serve every wait.)
+    /// [`FlushError`], so one error path can serve a drain and a flush.)
     ///
     /// Seals the open generation, like a flush does, so records sent from
     /// now on are not waited for. (On a tracker with watermarks, where a

@@ -195,8 +195,9 @@ where
     /// Asks the call that is waiting, or else the next one to wait, to give
     /// up: a flush's `wait` (or `wait_async`) returns
     /// [`FlushError::Interrupted`](crate::FlushError::Interrupted) promptly,
-    /// and the flush can then only be aborted; a `drain` (or `drain_async`)
-    /// returns it too. Each interrupt is delivered to exactly one waiting
+    /// and the flush can then only be aborted; a `drain` (or `drain_async`,
+    /// `drain_partition`) returns
+    /// [`DrainError::Interrupted`](crate::DrainError::Interrupted). Each interrupt is delivered to exactly one waiting
     /// call: with a flush and a drain waiting at once, either may take it.
     /// Interrupts are not counted: several before a wait are delivered once.
     ///

@@ -1,6 +1,6 @@
 //! The fuzz harness, shared by the cargo-fuzz targets (`fuzz/fuzz_targets/`,
 //! where it is the `inflight_fuzz` library) and by the stable corpus replay
-//! test (`tests/fuzz_replay.rs`, which includes this file with `#[path]`;
+//! test (`fuzz-replay/tests/fuzz_replay.rs`, which includes this file with `#[path]`;
 //! the files below sit next to it and resolve from this directory). It
 //! depends only on `inflight`, `arbitrary` and `std`.
 //!
@@ -56,7 +56,7 @@ mod threaded;
 mod user;
 
 // The public paths of the fuzz targets (the `inflight_fuzz` library) and of
-// `tests/fuzz_replay.rs`, which uses only some of them.
+// `fuzz-replay/tests/fuzz_replay.rs`, which uses only some of them.
 #[allow(unused_imports)]
 pub use self::{
     batch::{ResolveAll, SendBatch, MAX_RECORDS},

@@ -141,7 +141,7 @@ pub(super) const NO_TICKET: u64 = 0;
 /// `committable_with_stats` returning an offset of the partition counts
 /// those records again in `committable_records`. `true` while `src/` has
 /// it, so that fuzzing goes past it; `model_revoked_committable_taken_once`
-/// in `tests/fuzz_replay.rs` shows it with `false`.
+/// in `fuzz-replay/tests/fuzz_replay.rs` shows it with `false`.
 pub const REVOKED_COUNTS_REPORTED_AGAIN: bool = false;
 
 /// One record sent.

@@ -646,7 +646,7 @@ fn offsets_may_run(offsets: &super::Offsets, (act, value): (Act, u64)) -> bool {
 }
 
 /// The `ops` target: an arbitrary operation sequence, real against model.
-#[allow(dead_code)] // `tests/fuzz_replay.rs` calls `run_ops_traced`
+#[allow(dead_code)] // `fuzz-replay/tests/fuzz_replay.rs` calls `run_ops_traced`
 pub fn run_ops(data: &[u8]) {
     let (setup, ops) = decode_ops(data);
     with_sim(setup, |sim| {

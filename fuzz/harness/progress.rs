@@ -79,7 +79,7 @@ pub const BUDGET: usize = 1 << 20;
 /// module docs): a `progress()` call that panics in user code loses the
 /// changes of the partitions it had marked reported before the panic.
 /// `false` since the fix; `progress_panic_loses_no_report` in
-/// `tests/fuzz_lifecycle.rs` fails if it disagrees with the tracker.
+/// `fuzz-replay/tests/fuzz_lifecycle.rs` fails if it disagrees with the tracker.
 pub const PROGRESS_PANIC_LOSES_REPORTS: bool = false;
 
 /// The offset `Op::Send` sends on a progress tracker, from its offset byte

@@ -7,7 +7,7 @@
 // Each test binary uses a part of the harness.
 mod fuzz_support;
 #[allow(dead_code)]
-#[path = "../fuzz/harness/mod.rs"]
+#[path = "../../fuzz/harness/mod.rs"]
 mod harness;
 
 use arbitrary::Unstructured;
@@ -504,12 +504,12 @@ fn corpus_seeds() -> Vec<(&'static str, u8, Vec<Op>)> {
 /// The checked-in seed files are what the op lists encode.
 #[test]
 fn corpus_seeds_are_checked_in() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ops");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/ops");
     for (name, setup, ops) in corpus_seeds() {
         let path = dir.join(format!("seed-{name}"));
         let bytes = std::fs::read(&path).unwrap_or_else(|e| {
             panic!(
-                "{}: {e} (cargo test --test fuzz_batch -- --ignored write_corpus_seeds)",
+                "{}: {e} (cargo test -p inflight-fuzz-replay --test fuzz_batch -- --ignored write_corpus_seeds)",
                 path.display()
             )
         });
@@ -522,7 +522,7 @@ fn corpus_seeds_are_checked_in() {
 #[test]
 #[ignore]
 fn write_corpus_seeds() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/ops");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/ops");
     for (name, setup, ops) in corpus_seeds() {
         std::fs::write(dir.join(format!("seed-{name}")), encode_ops(setup, &ops)).unwrap();
     }

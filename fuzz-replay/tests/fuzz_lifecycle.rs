@@ -7,7 +7,7 @@
 // Each test binary uses a part of the harness.
 mod fuzz_support;
 #[allow(dead_code)]
-#[path = "../fuzz/harness/mod.rs"]
+#[path = "../../fuzz/harness/mod.rs"]
 mod harness;
 
 use fuzz_support::*;

@@ -6,7 +6,7 @@
 // Each test binary uses a part of the harness.
 mod fuzz_support;
 #[allow(dead_code)]
-#[path = "../fuzz/harness/mod.rs"]
+#[path = "../../fuzz/harness/mod.rs"]
 mod harness;
 
 use fuzz_support::*;
@@ -21,7 +21,7 @@ use std::path::PathBuf;
 /// that panic.
 fn replay(target: &str, run: impl Fn(&[u8])) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
+        .join("../fuzz/corpus")
         .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -48,7 +48,7 @@ fn corpus_ops() {
     let reached = RefCell::new(BTreeSet::new());
     let (out_of_order, reported) = (RefCell::new(0), RefCell::new(0));
     // Batches: one across a chunk boundary, one refused, a resolution
-    // batch that refuses a ticket (see `tests/fuzz_batch.rs`).
+    // batch that refuses a ticket (see `fuzz-replay/tests/fuzz_batch.rs`).
     let batches = RefCell::new(BTreeSet::new());
     replay("ops", |data| {
         let traced = harness::run_ops_traced(data);
@@ -635,7 +635,7 @@ fn committable_records_match_the_returned_advances() {
 #[test]
 fn threaded_committable_records_race_input() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/regressions/threaded/committable-records-race");
+        .join("../fuzz/regressions/threaded/committable-records-race");
     let data = std::fs::read(&path).expect("regression input");
     for _ in 0..100 {
         harness::run_threaded(&data);
