@@ -33,14 +33,22 @@
 //! | job | calls | example |
 //! |---|---|---|
 //! | Source task (Kafka Connect style): every partition committed at one barrier | [`Tracker::new`], [`send`](Tracker::send), [`ack`](Tracker::ack) / [`fail`](Tracker::fail) (or [`ack_raw`](Tracker::ack_raw) from a C callback), [`begin_flush`](Tracker::begin_flush) → [`wait`](Flush::wait) → [`commit`](Flush::commit), [`close`](Tracker::close), [`interrupt`](Tracker::interrupt) | `quickstart`, `bounce` |
-//! | Consumer committing watermarks | [`Builder::watermarks`], [`committable`](Tracker::committable): the last done offset, so commit it **+ 1** to Kafka; [`drain`](Tracker::drain) at shutdown | `death_spiral` |
-//! | Consumer group with rebalances and progress metadata | [`Builder::progress`], [`progress`](Tracker::progress): commit [`Progress::next`] as it is, with [`Progress::encode`] as metadata; on revocation [`drain_partition`](Tracker::drain_partition) then [`revoke`](Tracker::revoke); on assignment [`Progress::decode`] and [`Progress::is_done`] | `inflight-rdkafka`'s `pipeline` |
+//! | Consumer committing watermarks | [`Builder::watermarks`] (a [`WatermarkTracker`]), [`committable`](Tracker::committable): the last done offset, so commit it **+ 1** to Kafka; [`drain`](Tracker::drain) at shutdown | `death_spiral` |
+//! | Consumer group with rebalances and progress metadata | [`Builder::progress`] (a [`ProgressTracker`]), [`progress`](Tracker::progress): commit [`Progress::next`] as it is, with [`Progress::encode`] as metadata; on revocation [`drain_partition`](Tracker::drain_partition) then [`revoke`](Tracker::revoke); on assignment [`Progress::decode`] and [`Progress::is_done`] | `inflight-rdkafka`'s `pipeline` |
 //! | Async, on any executor | [`Flush::wait_async`], [`drain_async`](Tracker::drain_async), [`drain_partition_async`](Tracker::drain_partition_async), [`send_async`](Tracker::send_async), [`begin_flush_owned`](Tracker::begin_flush_owned) | `async_producer` |
 //! | Back-pressure | [`Tracker::with_capacity`] or [`Builder::capacity`]; [`SendError::Full`] hands the record back ([`into_inner`](SendError::into_inner)); [`send_timeout`](Tracker::send_timeout), [`send_async`](Tracker::send_async); [`send_batch`](Tracker::send_batch), [`ack_all`](Tracker::ack_all) | `tests/usability.rs` |
 //! | Metrics and stuck records | [`stats`](Tracker::stats) (takes nothing), [`in_flight`](Tracker::in_flight), [`oldest_unresolved`](Tracker::oldest_unresolved), [`committable_with_stats`](Tracker::committable_with_stats) | `tests/usability.rs` |
 //!
 //! The examples run with `cargo run --release --example NAME` from the
 //! repository; the README walks through each job.
+//!
+//! A tracker's [mode](mode) is part of its type: [`Tracker<P, O>`](Tracker)
+//! flushes at barriers, a [`WatermarkTracker<P, O>`](WatermarkTracker) also
+//! keeps a watermark per partition ([`committable`](Tracker::committable)),
+//! a [`ProgressTracker<P, O>`](ProgressTracker) also keeps the progress
+//! beyond it ([`progress`](Tracker::progress)). A call a tracker's mode does
+//! not support does not compile, and a mode's `send` and `ack` run no code
+//! of the features it lacks.
 //!
 //! # Generations, and the bug they rule out
 //!
