@@ -42,7 +42,7 @@
 //! The examples run with `cargo run --release --example NAME` from the
 //! repository; the README walks through each job.
 //!
-//! A tracker's [mode](mode) is part of its type: [`Tracker<P, O>`](Tracker)
+//! A tracker's [`mode`] is part of its type: [`Tracker<P, O>`](Tracker)
 //! flushes at barriers, a [`WatermarkTracker<P, O>`](WatermarkTracker) also
 //! keeps a watermark per partition ([`committable`](Tracker::committable)),
 //! a [`ProgressTracker<P, O>`](ProgressTracker) also keeps the progress
