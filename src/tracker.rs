@@ -165,7 +165,7 @@ where
         Self {
             id: crate::sync::next_tracker_id(),
             permits: capacity.map(Permits::new),
-            slots: Slab::new(),
+            slots: Slab::new(capacity),
             partitions: Partitions::new(),
             shards: Shards::new(),
             open: Atomic::from(first),
