@@ -131,6 +131,7 @@ where
         // User code: `P`'s `Hash` and `Eq` (and `Clone`, for a new
         // partition), while nothing is taken.
         let Some((number, lifecycle)) = self.partitions.number(partition) else {
+            // LIMIT: internal (the tracker's partitions are all numbered).
             return Err((Refused::Full, vec![first]));
         };
         // Acquire: as in `send`, pairs with a revoke's Release bump.
@@ -157,10 +158,12 @@ where
         while let Some(offset) = next.take() {
             // User code: an old offset's `Drop` (alloc puts the slot back).
             let Some((index, slot)) = self.slots.alloc(home) else {
+                // LIMIT: internal (all 2^24 − 1 slots are taken).
                 refused = Some((Refused::Full, offset));
                 break;
             };
             if !self.take_permit(home) {
+                // LIMIT: capacity.
                 self.slots.recycle_slot(index, slot);
                 refused = Some((Refused::Full, offset));
                 break;
@@ -536,8 +539,9 @@ impl<P, O> Resolving<'_, P, O> {
 
     fn settle_advance(&mut self) {
         if let Some(partition) = self.advance.take() {
-            self.wakes |= self.tracker.advance_watermark(partition);
-            self.room |= self.tracker.budget_freed(partition);
+            let (wakes, room) = self.tracker.advance_watermark(partition);
+            self.wakes |= wakes;
+            self.room |= room;
         }
     }
 
@@ -562,7 +566,11 @@ impl<P, O> Resolving<'_, P, O> {
     fn settle_counts(&mut self) {
         self.settle_leave();
         self.settle_advance();
-        self.room |= self.tracker.return_permits(self.permits - self.returned);
+        // With watermarks, the advance gives the permits back as it passes
+        // the records.
+        if self.tracker.watermarks.is_none() {
+            self.room |= self.tracker.return_permits(self.permits - self.returned);
+        }
         self.returned = self.permits;
     }
 }

@@ -87,6 +87,7 @@ where
         // the wakers woken when a revoke raced the send and the record
         // released itself: it no longer counts, so a panic strands nothing.
         let Some((number, lifecycle)) = self.partitions.number(&partition) else {
+            // LIMIT: internal (the tracker's partitions are all numbered).
             // No partition number, so no queue to owe the offset in: every
             // later send of the partition is refused the same way until a
             // number frees (see `Builder::progress`).
@@ -97,9 +98,11 @@ where
         let life = lifecycle.life.load(Ordering::Acquire);
         let home = thread_index();
         let Some((index, slot)) = self.slots.alloc(home) else {
+            // LIMIT: internal (all 2^24 − 1 slots are taken; see `new`).
             return Err(self.refuse_full(partition, offset, number, seq, life));
         };
         if !self.take_permit(home) {
+            // LIMIT: capacity.
             self.slots.recycle_slot(index, slot);
             let refused = self.refuse_full(partition, offset, number, seq, life);
             if matches!(refused, SendError::Full(..)) {
@@ -268,6 +271,7 @@ where
                 // Owed now (see `watermark::order`): a later send of the
                 // partition waits for this offset.
                 Refusal::OverBudget => {
+                    // LIMIT: metadata budget.
                     *wait = Wait::Budget(number);
                     Err(SendError::Full(partition, offset))
                 }
