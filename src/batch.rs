@@ -533,8 +533,9 @@ impl<P, O, M: Mode> Resolving<'_, P, O, M> {
 
     fn settle_advance(&mut self) {
         if let Some(partition) = self.advance.take() {
-            self.wakes |= self.tracker.advance_watermark(partition);
-            self.room |= self.tracker.budget_freed(partition);
+            let (wakes, room) = self.tracker.advance_watermark(partition);
+            self.wakes |= wakes;
+            self.room |= room;
         }
     }
 
@@ -559,7 +560,11 @@ impl<P, O, M: Mode> Resolving<'_, P, O, M> {
     fn settle_counts(&mut self) {
         self.settle_leave();
         self.settle_advance();
-        self.room |= self.tracker.return_permits(self.permits - self.returned);
+        // With watermarks, the advance gives the permits back as it passes
+        // the records.
+        if !M::WATERMARKS {
+            self.room |= self.tracker.return_permits(self.permits - self.returned);
+        }
         self.returned = self.permits;
     }
 }

@@ -5,8 +5,12 @@
 //!
 //! This module owns the permit counts and the protocol by which a sender
 //! that found the tracker full is woken. The tracker takes a permit in
-//! every send and gives it back in every resolution (see `send`, `resolve`
-//! and `batch`).
+//! every send and gives it back when the record stops counting in flight:
+//! at its resolution, or on a tracker with watermarks when the watermark
+//! passes it (the advance gives back the permits of the records it passes,
+//! so an acked record held behind an unresolved one keeps its permit, and
+//! its slot; issue 26, item 4). See `send`, `resolve`, `batch` and
+//! `revoke`: a revoke's released records give theirs back the same way.
 //!
 //! # Where permits are
 //!
@@ -52,10 +56,10 @@
 //! A sender that was refused and waits (`send_timeout`, `send_async`)
 //! registers, then flags every shard with `WANTED` (a `fetch_or` that also
 //! reads the shard's spares: any there mean room, send again; so does
-//! `taken` below the capacity). A resolution gives its permit back with the
-//! `fetch_add` on its shard it always makes; if that reads `WANTED`, it
-//! clears the flag and, last, wakes the room's waiters, who send again
-//! and find the permit in the sweep. Flag and give-back are read-modify-
+//! `taken` below the capacity). A resolution (or an advance) gives its
+//! permit back with the `fetch_add` on its shard it always makes; if that
+//! reads `WANTED`, it clears the flag and, last, wakes the room's waiters,
+//! who send again and find the permit in the sweep. Flag and give-back are read-modify-
 //! writes of one word, so one of the two sees the other. A resolution that
 //! finds no flag pays nothing more.
 

@@ -11,6 +11,7 @@ use crate::mode::Mode;
 use crate::slab::Outcome;
 use crate::ticket::{RawTicket, Ticket};
 use crate::{ResolveError, Tracker};
+use std::cell::Cell;
 use std::hash::Hash;
 
 impl<P, O, M: Mode> Tracker<P, O, M>
@@ -89,15 +90,18 @@ where
         }
         let resolved = self.slots.resolve(ticket.index, ticket.tag, outcome)?;
         if M::WATERMARKS {
-            let room = self.return_permit();
-            // The record stays queued (so not freed) and live in its
-            // generation until the watermark passes it; the advance (ours or
-            // the thread's already advancing) counts it out of both.
+            // The record stays queued (so not freed), live in its generation
+            // and holding its permit until the watermark passes it; the
+            // advance (ours or the thread's already advancing) counts it out
+            // of all three.
             debug_assert!(!resolved.freed);
-            let drained = self.advance_watermark(resolved.partition);
-            let room = room | self.budget_freed(resolved.partition);
+            // Mutant `permit_at_ack` (loom suite only): the permit comes
+            // back at the resolution, so acked records held behind an
+            // unacked one no longer count against the capacity.
+            let early = cfg!(inflight_mutant = "permit_at_ack") && self.return_permit();
+            let (drained, room) = self.advance_watermark(resolved.partition);
             // Wakers are user code: last.
-            self.wake(drained || resolved.watched, room);
+            self.wake(drained || resolved.watched, room || early);
             return Ok(());
         }
         let freed = resolved.freed;
@@ -152,12 +156,20 @@ pub(crate) fn typed(error: ResolveError) -> ResolveError {
 impl<P, O, M: Mode> Tracker<P, O, M> {
     /// Advances the watermark of partition `partition` (a watermark
     /// tracker's), or leaves that to the thread already advancing it, and
-    /// returns whether waiters must be woken.
-    pub(crate) fn advance_watermark(&self, partition: u32) -> bool {
+    /// returns whether waiters must be woken and whether a sender waits for
+    /// room (for a permit the advance gave back, or for the partition's
+    /// metadata budget, see [`budget_freed`](Self::budget_freed)). The
+    /// caller wakes them, last.
+    ///
+    /// A record passed gives its permit back here, not at its resolution:
+    /// on a bounded tracker an acked record held behind an unresolved one
+    /// of its partition still counts against the capacity (see `permits`).
+    pub(crate) fn advance_watermark(&self, partition: u32) -> (bool, bool) {
         let Some(watermarks) = self.marks() else {
-            return false;
+            return (false, false);
         };
-        watermarks.advance(
+        let room = Cell::new(false);
+        let wakes = watermarks.advance(
             &self.slots,
             partition as usize,
             |entered, n, failed, life| {
@@ -167,20 +179,24 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
                 // folded.
                 let generation = unsafe { &*generation };
                 generation.add_failed(partition, life, failed);
+                if !cfg!(inflight_mutant = "permit_at_ack") {
+                    room.set(self.return_permits(n as usize) | room.get());
+                }
                 // A failure wakes waiters too: a flush that covers it fails
                 // at once (guarantee 15).
                 self.shards.leave_many(shard, generation, n) || failed != 0
             },
-        )
+        );
+        (wakes, room.get() | self.budget_freed(partition))
     }
 
-    /// After [`advance_watermark`](Self::advance_watermark) of
-    /// `partition` (whose add to the partition's `work` orders this): on a
-    /// progress tracker, whether a sender waits for the partition's
+    /// Inside [`advance_watermark`](Self::advance_watermark) of
+    /// `partition`, after the advance (whose add to the partition's `work`
+    /// orders this): on a progress tracker, whether a sender waits for the partition's
     /// metadata budget, which the resolution (or revoke) may have freed.
     /// The caller then wakes the room's waiters, last.
     #[inline]
-    pub(crate) fn budget_freed(&self, partition: u32) -> bool {
+    fn budget_freed(&self, partition: u32) -> bool {
         match (self.marks(), self.progress_config()) {
             (Some(watermarks), Some(_)) => watermarks.budget_freed(partition as usize),
             _ => false,
@@ -191,9 +207,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
     /// caller that is unwinding: no waker's panic escapes.
     pub(crate) fn fail_quietly(&self, index: usize, tag: u32) {
         if let Ok(resolved) = self.slots.resolve(index, tag, Outcome::Fail) {
-            let room = self.return_permit();
-            let drained = self.advance_watermark(resolved.partition);
-            let room = room | self.budget_freed(resolved.partition);
+            let (drained, room) = self.advance_watermark(resolved.partition);
             self.wake_quietly(drained || resolved.watched, room);
         }
     }

@@ -211,11 +211,12 @@ where
             }
         }
         // On a watermark tracker the released records are passed now (or by
-        // the thread advancing), which makes the ended life's watermark final.
-        wakes |= self.advance_watermark(number);
-        // A sender waiting for the ended life's budget sends again, in the
-        // new life.
-        room |= self.budget_freed(number);
+        // the thread advancing), which makes the ended life's watermark
+        // final and gives their permits back (and those of the acked records
+        // held behind them). A sender waiting for the ended life's budget
+        // sends again, in the new life.
+        let (w, r) = self.advance_watermark(number);
+        (wakes, room) = (wakes | w, room | r);
         // Records whose own sends released them, having raced this revoke
         // (or an earlier one): counted here, once. AcqRel: as there.
         released += lifecycle.released_late.swap(0, Ordering::AcqRel) as usize;
@@ -271,10 +272,11 @@ where
             .slots
             .resolve(index, tag, crate::slab::Outcome::Revoke)
             .ok()?;
-        let room = self.return_permit();
         #[cfg_attr(inflight_mutant = "revoke_keeps_pending", allow(unused_mut))]
         let mut wakes = resolved.watched;
+        let mut room = false;
         if !M::WATERMARKS {
+            room = self.return_permit();
             let (generation, shard) = entered_from(resolved.generation);
             // SAFETY: as in `resolve`: read while the record was LIVE, proved
             // by our CAS, and alive until our leave.
@@ -292,8 +294,9 @@ where
                 self.slots.quarantine_slot(index, resolved.slot);
             }
         }
-        // On a watermark tracker the record stays queued and counted until
-        // the watermark passes it (the caller advances).
+        // On a watermark tracker the record stays queued, counted and
+        // holding its permit until the watermark passes it (the caller
+        // advances).
         Some((wakes, room))
     }
 
@@ -328,8 +331,8 @@ where
         };
         // AcqRel: a revoke's swap takes the count.
         lifecycle.released_late.fetch_add(1, Ordering::AcqRel);
-        let wakes = wakes | self.advance_watermark(partition);
-        (wakes, room | self.budget_freed(partition))
+        let (w, r) = self.advance_watermark(partition);
+        (wakes | w, room | r)
     }
 
     /// Waits, at most `timeout`, until every record of `partition` sent

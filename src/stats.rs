@@ -81,8 +81,21 @@ pub struct Stats<P> {
     /// Senders waiting for room on a bounded tracker:
     /// [`send_timeout`](Tracker::send_timeout) and
     /// [`send_async`](Tracker::send_async) calls registered to be woken
-    /// when a resolution frees a permit.
+    /// when a resolution (or, with watermarks, an advance) frees a permit.
     pub waiting_senders: usize,
+    /// Watermark trackers: records resolved (acked, or failed) but held
+    /// behind an unresolved record of their partition, which the
+    /// watermark has not passed yet. They count in `in_flight` and against
+    /// the capacity, and keep their slots, until it does. Counted by a scan
+    /// of the slots (work in proportion to [`slots`](Self::slots)); 0 on a
+    /// tracker without watermarks.
+    pub held_records: u64,
+    /// Slots the tracker has allocated, one per record it held at once at
+    /// most (and a few more, see [`Builder::capacity`](crate::Builder::capacity));
+    /// each keeps the offset of its last record until it is reused, so the
+    /// tracker's memory is in proportion to them. They are kept for the
+    /// tracker's life.
+    pub slots: usize,
 }
 
 /// A record still in flight, from [`Tracker::oldest_unresolved`].
@@ -137,6 +150,8 @@ where
             uncommittable_records: 0,
             stopped: Vec::new(),
             waiting_senders: self.room.len(),
+            held_records: 0,
+            slots: self.slots.allocated(),
         };
         let mut counts: Vec<(usize, usize)> = Vec::new();
         match self.marks() {
@@ -154,6 +169,11 @@ where
                         counts.push((number, backlog.records as usize));
                     }
                 });
+                // Not passed, less unresolved: held. (Read apart, so it
+                // saturates at 0.)
+                let mut unresolved = 0_u64;
+                self.slots.for_each_live(|_, _, _, _| unresolved += 1);
+                stats.held_records = stats.uncommittable_records.saturating_sub(unresolved);
             }
             None => {
                 let mut by_number = vec![0_usize; self.partitions.numbered()];

@@ -110,10 +110,18 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    /// An unbounded barrier tracker: it grows on demand, up to 2^24 − 1
-    /// records in flight (plus one retained offset per partition), beyond
-    /// which `send` returns [`SendError::Full`](crate::SendError::Full)
-    /// naming [the internal limit](crate::Limit::Internal).
+    /// An unbounded barrier tracker: it grows on demand, up to its internal
+    /// limit of 2^24 − 1 slots, one per record it holds: records in flight
+    /// (with watermarks, those the watermark has not passed: acked records
+    /// held behind an unresolved one count too), plus the offsets kept for
+    /// commits (one per partition and unflushed generation, or a
+    /// partition's untaken watermark). At that limit `send` returns
+    /// [`SendError::Full`](crate::SendError::Full) naming
+    /// [the internal limit](crate::Limit::Internal), not a capacity: no
+    /// resolution makes room until the records held are let go (acked, and
+    /// passed by their watermark; or revoked). A
+    /// [capacity](Self::with_capacity) bounds the memory instead. Partitions
+    /// have a limit of their own (see [`partitions`](Self::partitions)).
     ///
     /// ```
     /// let tracker: inflight::Tracker<String, i64> = inflight::Tracker::new();
@@ -123,10 +131,12 @@ where
         Self::build(None, ProgressConfig::none())
     }
 
-    /// A barrier tracker that holds at most `max_in_flight` unresolved
-    /// records: a further `send` returns
-    /// [`SendError::Full`](crate::SendError::Full) with the record, until a
-    /// resolution makes room. Values above 2^24 − 1 are lowered to it.
+    /// A barrier tracker that holds at most `max_in_flight` records in
+    /// flight (as [`in_flight`](Self::in_flight) counts them): a further
+    /// `send` returns [`SendError::Full`](crate::SendError::Full) with the
+    /// record, until a resolution makes room. Values above 2^24 − 1 are
+    /// lowered to it. See [`Builder::capacity`] for what it bounds on a
+    /// tracker with watermarks, and the memory it bounds.
     ///
     /// ```
     /// use inflight::{SendError, Tracker};
@@ -174,7 +184,7 @@ where
         Self {
             id: crate::sync::next_tracker_id(),
             permits: capacity.map(Permits::new),
-            slots: Slab::new(),
+            slots: Slab::new(capacity),
             partitions: Partitions::new(),
             shards: Shards::new(),
             open: Atomic::from(first),
@@ -253,7 +263,10 @@ where
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Records sent and not yet resolved. Exact when no call is running
+    /// Records sent and not yet resolved; on a tracker with
+    /// [watermarks](Builder::watermarks), not yet passed by their
+    /// watermark (an acked record held behind an unresolved one still
+    /// counts). What a capacity bounds. Exact when no call is running
     /// concurrently; a moment's snapshot otherwise.
     ///
     /// ```
@@ -472,6 +485,29 @@ where
     O: Clone + Send + Sync,
 {
     /// Bounds the records in flight, as [`Tracker::with_capacity`] does.
+    ///
+    /// With [watermarks](Self::watermarks) (or [progress](Self::progress)),
+    /// a record holds its place in the capacity until the watermark has
+    /// passed it, not just until it is resolved: acked records held behind
+    /// an unresolved one of their partition (a gap, on a progress tracker)
+    /// count against it, as they count in
+    /// [`in_flight`](Tracker::in_flight) (see
+    /// [`Stats::held_records`](crate::Stats::held_records)). So one stuck
+    /// record fills the capacity with the records acked behind it, and
+    /// `send` then refuses every partition until it is resolved (or its
+    /// partition revoked). A failed record does not hold anything: the
+    /// watermark stops there, and passes the records behind it.
+    ///
+    /// Memory: a tracker of capacity `N` holds at most `N` records, and
+    /// the slots it allocates (each keeping its last offset until it is
+    /// reused, see [`Stats::slots`](crate::Stats::slots)) stay within
+    /// `2N + 1,024`, plus, however many threads send and resolve, a few
+    /// per partition (the offsets kept for commits: the latest of each
+    /// unflushed generation, or an untaken watermark), one per thread
+    /// between taking a slot and being refused a permit, and 128 per
+    /// thread that finds every free slot taken at the same moment as
+    /// another: freed slots wait on per-thread lists of at most `N` slots
+    /// in all, and go back where every thread's sends find them.
     pub fn capacity(mut self, max_in_flight: usize) -> Self {
         self.capacity = Some(max_in_flight.min(MAX_SLOTS));
         self
@@ -491,9 +527,7 @@ where
     /// ([`in_flight`](Tracker::in_flight), [`drain`](Tracker::drain),
     /// [`Flush::pending`](crate::Flush::pending)) until the watermark has passed it: an acked
     /// record behind an unacked one of its partition is still counted, and
-    /// keeps its slot. A capacity bounds unresolved records only; records
-    /// acked behind an unacked one are bounded by the tracker's 2^24 − 1
-    /// slots.
+    /// keeps its slot. A [capacity](Self::capacity) counts them too.
     pub fn watermarks(self) -> Builder<P, O, M::WithWatermarks> {
         Builder {
             capacity: self.capacity,

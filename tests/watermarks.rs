@@ -17,7 +17,7 @@
 mod common;
 
 use common::Rng;
-use inflight::{DrainError, FlushError, Tracker};
+use inflight::{DrainError, FlushError, SendError, Tracker};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -186,17 +186,25 @@ fn w5_barrier_flush_on_a_watermark_tracker() {
     assert!(tracker.committable().is_empty());
 }
 
+/// Issue 26, item 4: an acked record held behind an unacked one keeps
+/// its place in the capacity until the watermark passes it.
 #[test]
-fn w_capacity_counts_unresolved_records_only() {
+fn w_capacity_counts_records_held_behind_the_watermark() {
     let tracker = Tracker::builder().watermarks().capacity(2).build();
     let a = tracker.send("p", 1_u64).unwrap();
     let b = tracker.send("p", 2_u64).unwrap();
     assert!(tracker.send("p", 3).is_err());
-    tracker.ack(b).unwrap(); // resolved, though behind a
+    tracker.ack(b).unwrap(); // resolved, but held behind a
+    assert!(matches!(
+        tracker.send("q", 3),
+        Err(SendError::Full("q", 3, _))
+    ));
+    tracker.ack(a).unwrap(); // the watermark passes a and b
     let c = tracker.send("p", 3_u64).unwrap();
-    tracker.ack(a).unwrap();
+    let d = tracker.send("p", 4_u64).unwrap();
     tracker.ack(c).unwrap();
-    assert_eq!(tracker.committable()["p"], 3);
+    tracker.ack(d).unwrap();
+    assert_eq!(tracker.committable()["p"], 4);
 }
 
 /// W3: senders of their own partitions and of one shared partition, ackers

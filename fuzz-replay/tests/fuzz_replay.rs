@@ -229,8 +229,8 @@ fn model_interrupt_capacity_close_and_hostile_raws_on(watermarks: bool) {
     );
 }
 
-/// Watermarks: capacity counts unresolved records only, an ack behind an
-/// unresolved record stays in flight, a failure stops its partition (and
+/// Watermarks: an ack behind an unresolved record stays in flight and
+/// counts against the capacity (issue 26, item 4), a failure stops its partition (and
 /// makes the flush fail) but not the others, `drain` counts what the
 /// watermarks have not passed and takes a pending interrupt, and a drain's
 /// seal does not split what a flush covers. Also run without watermarks,
@@ -249,7 +249,7 @@ fn model_watermarks_and_drain() {
                 send(1, 7),
                 send(2, 9), // Full
                 ack(Which::Ticket(1)),
-                send(2, 9), // behind nothing, but the acked (0, 2) is behind (0, 1)
+                send(2, 9), // Full again with watermarks: the acked (0, 2) is held behind (0, 1)
                 stats.clone(),
                 Op::Drain,
                 Op::BeginFlush,

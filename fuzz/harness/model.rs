@@ -30,8 +30,10 @@
 //! prefix the longest prefix of acked ones, so a failure ends it for good.
 //! On a tracker with watermarks a record counts as in flight (`in_flight()`,
 //! a flush's `pending`, `drain`'s `pending`) until it is passed; on one
-//! without, until it is resolved. The capacity counts unresolved records
-//! either way.
+//! without, until it is resolved. The capacity counts what `in_flight()`
+//! counts: on a tracker with watermarks, acked (or failed) records held
+//! behind an unresolved one of their partition count against it until
+//! their partition's passed prefix reaches them.
 //!
 //! `committable` returns, for each partition whose acked prefix grew since
 //! the previous call (either variant), the offset of its last record, and
@@ -320,7 +322,7 @@ impl Model {
         {
             // No position; another offset owed; not above the life's last.
             Err(Refused::OutOfOrder)
-        } else if self.capacity.is_some_and(|c| self.live >= c) {
+        } else if self.capacity.is_some_and(|c| self.in_flight() >= c) {
             Err(Refused::Full)
         } else {
             Ok(())

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 mod common;
 
-use common::{off, run_model_bounded, T};
+use common::{off, plain, run_model, run_model_bounded, FOREVER, T, W};
 
 /// 29d. A spare moved behind the sweep: on a tracker of capacity 2, both
 /// permits are spare on shard 1 (acked there), and the main thread (shard
@@ -82,4 +82,51 @@ fn permit_moved_behind_a_sweep_is_not_missed() {
         }
         assert_eq!(tracker.in_flight(), 0);
     });
+}
+
+/// 29e (issue 26, item 4). The capacity with records held behind a
+/// watermark: a permit comes back when the watermark passes the record,
+/// never at the ack. On a watermark tracker of capacity 2, `a` and `b` of
+/// one partition are in flight; another thread acks `b` while the main
+/// thread sends: whether the ack came first or not, `b` counts (unresolved,
+/// or held behind `a`), so the send is refused, and again once the ack is
+/// joined. Then a third thread acks `a` while the main thread waits in
+/// `send_timeout`: the advance that passes `a` (and `b`) gives the permits
+/// back and wakes it (a lost wake-up is a loom deadlock). Mutant
+/// `permit_at_ack` (the permit comes back at the ack, as before the fix) is
+/// caught here, at execution 1: the send after `b`'s ack gets `b`'s
+/// permit. 3,147 executions with two preemptions.
+#[test]
+fn held_records_keep_their_permits_until_the_watermark_passes() {
+    run_model(
+        "held_records_keep_their_permits_until_the_watermark_passes",
+        || {
+            let tracker: Arc<W> = Arc::new(Tracker::builder().watermarks().capacity(2).build());
+            let a = tracker.send("p", off(1)).unwrap();
+            let b = tracker.send("p", off(2)).unwrap();
+            let t1 = tracker.clone();
+            let behind = thread::spawn(move || t1.ack(b).unwrap());
+            let refused = tracker.send("q", off(3));
+            assert!(
+                matches!(refused, Err(SendError::Full(..))),
+                "a send past the capacity while b's ack ran"
+            );
+            behind.join().unwrap();
+            let refused = tracker.send("q", off(3));
+            assert!(
+                matches!(refused, Err(SendError::Full(..))),
+                "an acked record held behind an unacked one gave its permit back"
+            );
+            let t2 = tracker.clone();
+            let stuck = thread::spawn(move || t2.ack(a).unwrap());
+            let c = tracker
+                .send_timeout("q", off(3), FOREVER)
+                .expect("the watermark passing a makes room");
+            stuck.join().unwrap();
+            assert_eq!(tracker.in_flight(), 1);
+            tracker.ack(c).unwrap();
+            assert_eq!(tracker.in_flight(), 0);
+            assert_eq!(plain(tracker.committable()), [("p", 2), ("q", 3)]);
+        },
+    );
 }

@@ -60,8 +60,18 @@
 //! sends and acks its own records allocates and frees with no atomic
 //! read-modify-write at all. Thread numbers are held by one live thread at
 //! a time and reused after a thread exits, with its list. A list that
-//! reaches `LOCAL_MAX` slots is spliced onto a shared stack in one CAS, so
-//! a thread that only frees (an acker) does not hoard them.
+//! reaches its limit (`LOCAL_MAX` slots) is spliced onto a shared stack in
+//! one CAS, so a thread that only frees (an acker) does not hoard them.
+//!
+//! Slots on a thread's own list are out of every other thread's reach, and
+//! each keeps its last offset: with many threads, lists of `LOCAL_MAX` would
+//! keep up to 256 × 255 slots no send can use (a review measured 32,000 at
+//! a capacity of 256). So a bounded slab (capacity `N`) gives own lists to
+//! as few threads as it can afford: the first `max(1, N / (L − 1))` thread
+//! numbers that use it get lists of limit `L = min(N + 1, LOCAL_MAX)`
+//! (at least 2), the rest free through the shared stacks at once (a limit
+//! of 1). So its own lists hold at most `max(N, 1)` slots in all, and a
+//! single thread that sends `N` records and acks them never spills.
 //!
 //! The shared free lists are Treiber stacks threaded through the same
 //! links. Each stack head packs a 32-bit version with the top index, so a
@@ -271,6 +281,9 @@ struct LocalList {
     /// Bottom slot + 1, 0 when empty: where a spill splices the list.
     tail: u32,
     len: u32,
+    /// The length at which the list spills (see the module docs); 0 until
+    /// its first push decides it.
+    limit: u32,
 }
 
 impl Local {
@@ -295,7 +308,8 @@ impl Local {
 
 /// A thread's own list moves onto its shared stack, all at once, when it
 /// reaches this many slots: it keeps a thread that only frees (an acker
-/// handed tickets by senders) from hoarding slots the senders need.
+/// handed tickets by senders) from hoarding slots the senders need. A
+/// bounded slab's lists have lower limits (see the module docs).
 const LOCAL_MAX: u32 = 2 * FRESH_CHUNK as u32;
 
 /// Pages of slots plus their free lists.
@@ -312,18 +326,37 @@ pub(crate) struct Slab<O> {
     /// Per thread number below `LOCAL_THREADS`: that thread's own list,
     /// used before the shared stacks.
     locals: Pages<CachePadded<Local>, 4, 7>,
+    /// How many own lists may have `local_limit` (the rest have 1), and
+    /// how many have claimed it (see the module docs).
+    local_lists: u32,
+    lists_claimed: AtomicU32,
+    /// The limit of an own list that claimed one.
+    local_limit: u32,
     /// The tag every slot starts from (random per slab, see `ticket`).
     first_tag: u32,
 }
 
 impl<O> Slab<O> {
-    pub(crate) fn new() -> Self {
+    /// A slab for a tracker of `capacity` records at most (`None`:
+    /// unbounded), which sizes the threads' own free lists.
+    pub(crate) fn new(capacity: Option<usize>) -> Self {
+        let (local_lists, local_limit) = match capacity {
+            None => (u32::MAX, LOCAL_MAX),
+            Some(n) => {
+                // n <= MAX_SLOTS < 2^24.
+                let limit = (n as u32).saturating_add(1).clamp(2, LOCAL_MAX);
+                ((n as u32 / (limit - 1)).max(1), limit)
+            }
+        };
         Self {
             slots: Pages::new(),
             next_unused: AtomicUsize::new(0),
             free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
             quarantine: CachePadded::new(AtomicU64::new(0)),
             locals: Pages::new(),
+            local_lists,
+            lists_claimed: AtomicU32::new(0),
+            local_limit,
             first_tag: crate::sync::tag_seed(),
         }
     }
@@ -542,19 +575,35 @@ impl<O> Slab<O> {
         }
         list.head = index as u32 + 1;
         list.len += 1;
-        if list.len >= LOCAL_MAX {
+        if list.len >= list.limit {
             self.spill(list, home % FREE_SHARDS);
         }
     }
 
     /// Moves the whole of a thread's own list onto shared stack `shard`
-    /// with one CAS.
+    /// with one CAS, once the list has reached its limit (deciding the
+    /// limit at the list's first push).
     #[cold]
     fn spill(&self, list: &mut LocalList, shard: usize) {
+        if list.limit == 0 {
+            // Relaxed: a count of claims; it orders nothing else.
+            let claimed = self.lists_claimed.fetch_add(1, Ordering::Relaxed);
+            list.limit = if claimed < self.local_lists {
+                self.local_limit
+            } else {
+                1 // frees go to the shared stacks at once
+            };
+            if list.len < list.limit {
+                return;
+            }
+        }
         let (first, last) = (list.head, list.tail);
         // Release (inside `push`): hands the slots to the next popper.
         stack::push(&self.free[shard], first, &self.slot(last as usize - 1).link);
-        *list = LocalList::default();
+        *list = LocalList {
+            limit: list.limit,
+            ..LocalList::default()
+        };
     }
 
     /// Pushes a slot the caller owns onto shared stack `shard`.
@@ -604,7 +653,7 @@ mod tests {
     #[test]
     fn slots_freed_by_another_thread_come_back() {
         const IN_FLIGHT: usize = 64;
-        let slab = Slab::<u64>::new();
+        let slab = Slab::<u64>::new(None);
         let (tx, rx) = std::sync::mpsc::sync_channel::<usize>(IN_FLIGHT);
         std::thread::scope(|s| {
             let slab = &slab;
@@ -651,7 +700,7 @@ mod tests {
 
     #[test]
     fn lifecycle_of_a_held_slot() {
-        let slab = Slab::<String>::new();
+        let slab = Slab::<String>::new(None);
         let (i, slot) = slab.alloc(thread_index()).unwrap();
         let tag = slab.prepare(slot, "x".into(), 0, 0, HELD);
         slab.publish(slot);

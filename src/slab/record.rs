@@ -324,6 +324,12 @@ impl<O> Slab<O> {
         self.next_unused.fetch_add(0, Ordering::AcqRel)
     }
 
+    /// The number of slots ever handed out, for the statistics.
+    pub(crate) fn allocated(&self) -> usize {
+        // Relaxed: a statistic.
+        self.next_unused.load(Ordering::Relaxed)
+    }
+
     /// Reads `index`'s state with a read-modify-write that changes nothing:
     /// for `Tracker::revoke`, whose scan must be ordered against a send
     /// publishing the slot (the send's `publish` is a read-modify-write of

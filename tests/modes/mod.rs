@@ -14,7 +14,7 @@ use std::hash::Hash;
 /// `each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] { body })`
 /// runs `body` once for each tracker, in order.
 macro_rules! each_mode {
-    ($tracker:ident = [$($make:expr),+ $(,)?] $body:block) => {
+    ($tracker:pat = [$($make:expr),+ $(,)?] $body:block) => {
         $({
             #[allow(unused_imports)]
             use $crate::modes::Modal as _;
