@@ -210,7 +210,12 @@ where
             }
         }
         // On a watermark tracker the released records are passed now (or by
-        // the thread advancing), which makes the ended life's watermark final.
+        // the thread advancing), which makes the ended life's watermark final;
+        // on a progress tracker that advance also lets go of what a failure
+        // of the ended life kept for `progress()`.
+        if let Some(watermarks) = &self.watermarks {
+            watermarks.end_life(number as usize, life);
+        }
         wakes |= self.advance_watermark(number);
         // A sender waiting for the ended life's budget sends again, in the
         // new life.
