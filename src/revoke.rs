@@ -213,8 +213,12 @@ where
         // On a watermark tracker the released records are passed now (or by
         // the thread advancing), which makes the ended life's watermark
         // final and gives their permits back (and those of the acked records
-        // held behind them). A sender waiting for the ended life's budget
-        // sends again, in the new life.
+        // held behind them); on a progress tracker that advance also lets go
+        // of what a failure of the ended life kept for `progress()`. A sender
+        // waiting for the ended life's budget sends again, in the new life.
+        if let Some(watermarks) = self.marks() {
+            watermarks.end_life(number as usize, life);
+        }
         let (w, r) = self.advance_watermark(number);
         (wakes, room) = (wakes | w, room | r);
         // Records whose own sends released them, having raced this revoke

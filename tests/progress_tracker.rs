@@ -118,7 +118,7 @@ fn a_negative_offset_is_refused_not_a_panic() {
 }
 
 #[test]
-fn a_failure_stops_progress_at_its_offset_until_a_revoke() {
+fn a_failure_keeps_what_was_acked_past_it_until_a_revoke() {
     let tracker = progress_tracker(4096);
     let t: Vec<Ticket> = (0..5).map(|o| tracker.send("p", o).unwrap()).collect();
     let mut t = t.into_iter();
@@ -129,11 +129,19 @@ fn a_failure_stops_progress_at_its_offset_until_a_revoke() {
     }
     let p = &tracker.progress()["p"];
     assert_eq!(p.next(), 1, "the failed record must be redone");
-    assert!(!p.is_done(1) && !p.is_done(2));
-    // Later sends change nothing until the partition restarts.
+    assert!(!p.is_done(1) && (2..5).all(|o| p.is_done(o)) && !p.is_done(5));
+    // Later sends are added as they are acked; the watermark stays below
+    // the failure.
     let late = tracker.send("p", 5).unwrap();
     tracker.ack(late).unwrap();
-    assert!(tracker.progress().get("p").is_none_or(|p| p.next() == 1));
+    let p = &tracker.progress()["p"];
+    assert_eq!(p.next(), 1);
+    assert!(!p.is_done(1) && p.is_done(5) && !p.is_done(6));
+    assert_eq!(
+        tracker.committable()["p"],
+        0,
+        "the watermark stops below the failure"
+    );
     let revoked = tracker.revoke("p");
     assert_eq!(revoked.released, 0);
     // The restart re-sends from the committed offset: lower than before.
@@ -247,14 +255,7 @@ struct Model {
 impl Model {
     fn expected(&self) -> Option<Progress> {
         let (&last, _) = self.records.iter().next_back()?;
-        // Stopped: a failure with everything before it acked.
-        for (&o, &s) in &self.records {
-            match s {
-                2 => return Some(Progress::at(o)),
-                0 => break,
-                _ => {}
-            }
-        }
+        // A failed record is never done, and what lies past it still is.
         let pending: Vec<u64> = self
             .records
             .iter()

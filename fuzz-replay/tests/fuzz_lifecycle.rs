@@ -561,10 +561,10 @@ fn model_progress_order_and_reports() {
         ack(Which::Ticket(0)),  // 10: #0
         Op::Progress,           // 11
         fail(Which::Ticket(1)), // 12: #1 (offset 1)
-        Op::Progress,           // 13: stopped at 1
+        Op::Progress,           // 13: unchanged: 1 was not done before
         send(0, 0),             // 14: #4, offset 4
         ack(Which::Ticket(1)),  // 15: #4
-        Op::Progress,           // 16: still stopped
+        Op::Progress,           // 16: still at 1, 4 added
         Op::Revoke(0),          // 17
         Op::Progress,           // 18: nothing of the ended life
         send(0, 226),           // 19: #5, offset 2: lower, in a new life
@@ -588,9 +588,9 @@ fn model_progress_order_and_reports() {
             ),
             (9, "progress = {}"),
             (11, &format!("progress = {{0: {}}}", p(1, "2..4"))),
-            (13, &format!("progress = {{0: {}}}", p(1, ""))),
+            (13, "progress = {}"),
             (14, "send #4"),
-            (16, "progress = {}"),
+            (16, &format!("progress = {{0: {}}}", p(1, "2..5"))),
             (17, "revoke(0) = (0, Some(0))"),
             (18, "progress = {}"),
             (19, "send #5"),

@@ -1,5 +1,6 @@
 //! Loom models of progress trackers (`Builder::progress`): acks racing
-//! `progress()`, and two senders of one partition racing for its order.
+//! `progress()`, two senders of one partition racing for its order, and a
+//! failure racing an ack behind it (progress survives a failure).
 //!
 //! Offsets here are [`Seq`], a loom-tracked `Arc<u64>` with a position, so
 //! that leaks and double drops are still reported.
@@ -219,4 +220,108 @@ fn progress_vs_acks_and_slot_reuse() {
         fold(&mut latest, tracker.progress());
         assert_eq!(latest.unwrap().next(), 4);
     });
+}
+
+/// P5. Progress survives a failure: offsets 0, 1, 2 are sent and 0 acked;
+/// one thread fails 1 while another acks 2, behind it, and `progress()`
+/// runs beside both. A failed offset is never reported done, 2 only once
+/// its ack began, and `next` never passes 1. After both, the latest
+/// progress is `next` 1 with 2 done: the advance passed the failure and 2
+/// without forgetting 2. A record sent and acked after that is added.
+/// Mutant `progress_forgets_after_failure` (the advance keeps nothing past
+/// a failure, so the walk reports nothing beyond it) is caught here.
+#[test]
+fn fail_vs_ack_behind_it_and_progress() {
+    run_model("fail_vs_ack_behind_it_and_progress", || {
+        let tracker = progress_tracker();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let one = tracker.send("p", seq(1)).unwrap();
+        let two = tracker.send("p", seq(2)).unwrap();
+        tracker.ack(zero).unwrap();
+        let started = Arc::new(AtomicBool::new(false));
+        let t2 = tracker.clone();
+        let failer = thread::spawn(move || t2.fail(one).unwrap());
+        let (t3, s3) = (tracker.clone(), started.clone());
+        let acker = thread::spawn(move || {
+            // Release: a report of 2 as done implies this store.
+            s3.store(true, Ordering::Release);
+            t3.ack(two).unwrap();
+        });
+        let mut latest = None;
+        fold(&mut latest, tracker.progress());
+        // Acquire: pairs with the acker's store, through the ack.
+        let two_started = started.load(Ordering::Acquire);
+        if let Some(during) = &latest {
+            assert!(during.next() <= 1, "next passed unacked 1: {during:?}");
+            assert!(!during.is_done(1), "failed 1 reported done: {during:?}");
+            if during.is_done(2) {
+                assert!(two_started, "2 reported done before its ack: {during:?}");
+            }
+        }
+        failer.join().unwrap();
+        acker.join().unwrap();
+        fold(&mut latest, tracker.progress());
+        let after = latest.clone().unwrap();
+        assert_eq!(after.next(), 1, "{after:?}");
+        assert!(!after.is_done(1), "failed 1 reported done: {after:?}");
+        assert!(
+            after.is_done(2),
+            "2, acked behind the failure, forgotten: {after:?}"
+        );
+        let three = tracker.send("p", seq(3)).unwrap();
+        tracker.ack(three).unwrap();
+        fold(&mut latest, tracker.progress());
+        let later = latest.unwrap();
+        assert_eq!(later.next(), 1);
+        assert!(
+            !later.is_done(1) && later.is_done(2) && later.is_done(3),
+            "{later:?}"
+        );
+        // The watermark stays below the failure.
+        assert_eq!(*tracker.committable()["p"].0, 0);
+        assert!(tracker.committable().is_empty());
+    });
+}
+
+/// P6. A walk of what a failure kept races the revoke that lets it go:
+/// offset 0 of `p` failed, 1 and 2 acked behind it (kept for the walk);
+/// another thread revokes `p` (the records kept are let go, front to
+/// back), then sends and acks offset 7 of `q`, which may reuse their
+/// slots. `progress()` beside it reports, for `p`, only its ended life's
+/// progress (`next` 0, 1 and 2 done) or nothing past the failure; never
+/// the reused slot's record as `p`'s.
+#[test]
+fn progress_of_a_kept_failure_vs_revoke_and_slot_reuse() {
+    run_model_bounded(
+        "progress_of_a_kept_failure_vs_revoke_and_slot_reuse",
+        2,
+        || {
+            let tracker = progress_tracker();
+            let zero = tracker.send("p", seq(0)).unwrap();
+            let one = tracker.send("p", seq(1)).unwrap();
+            let two = tracker.send("p", seq(2)).unwrap();
+            tracker.fail(zero).unwrap();
+            tracker.ack(one).unwrap();
+            tracker.ack(two).unwrap();
+            let t2 = tracker.clone();
+            let other = thread::spawn(move || {
+                let _ = t2.revoke("p");
+                let seven = t2.send("q", seq(7)).unwrap();
+                t2.ack(seven).unwrap();
+            });
+            if let Some(p) = tracker.progress().remove("p") {
+                assert_eq!(p.next(), 0, "{p:?}");
+                assert!(!p.is_done(0), "failed 0 reported done: {p:?}");
+                assert!(
+                    (3..=7).all(|o| !p.is_done(o)),
+                    "another record read as p's: {p:?}"
+                );
+            }
+            other.join().unwrap();
+            assert!(
+                tracker.progress().get("p").is_none(),
+                "p's ended life reported"
+            );
+        },
+    );
 }

@@ -202,13 +202,16 @@ impl Progress {
 
     /// The **next to read**: the first offset not known done, which is the
     /// offset to commit in Kafka's sense as it is (no + 1), and where to
-    /// resume.
+    /// resume. After a failure it stays at the failed offset (or below it,
+    /// at the first record not acked).
     pub fn next(&self) -> u64 {
         self.next
     }
 
     /// Whether `offset` is done: below [`next`](Self::next), or past it and
     /// neither pending nor beyond the last done offset. Skip it on resume.
+    /// A failed record is pending for good (never done); the records acked
+    /// past it, and the offsets never sent between records, are done.
     pub fn is_done(&self, offset: u64) -> bool {
         if offset < self.next {
             return true;

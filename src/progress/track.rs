@@ -6,8 +6,10 @@
 //! (see `watermark::order`) and builds the partition's [`Progress`] from
 //! what it reads: `next` is the first record not acked (or one past the
 //! last, when all are), and from there each acked record and each offset
-//! skipped between two records is done. Sends check order and budget as
-//! they link (see `watermark::order`), so the progress handed out always
+//! skipped between two records is done. After a failure the walk starts at
+//! the failed record, which the advance keeps, with every record it passes
+//! after it, until the life ends. Sends check order and budget as they
+//! link (see `watermark::order`), so the progress handed out always
 //! encodes within the budget.
 
 use super::NO_POSITION;
@@ -137,8 +139,16 @@ where
     /// was acked before it returned. `next` never moves back within a
     /// partition's life; a [`revoke`](Self::revoke) starts the partition's
     /// progress afresh, and its records of the ended life are never
-    /// reported. After a failure the partition's progress is its failed
-    /// offset, with nothing done past it, until a revoke restarts it.
+    /// reported.
+    ///
+    /// **Progress survives a failure.** A failed record is never done, so
+    /// `next` stops at it, but what was acked (or never sent) beyond it
+    /// stays done, and records acked later are added as they come: a
+    /// restart redoes only the failed and unacked records. (The tracker
+    /// keeps the records past a failure, slots held, until a revoke ends
+    /// the partition's life; the metadata budget bounds them as before a
+    /// failure.) The watermark, [`committable`](Self::committable), stays
+    /// at the last record before the failure.
     ///
     /// Calls that overlap may both report a change; a call that begins
     /// after another returned reports only what changed since. Changes are
@@ -253,4 +263,70 @@ fn fingerprint(life: u32, progress: &Progress) -> u64 {
     progress.next.hash(&mut hasher);
     progress.runs.hash(&mut hasher);
     hasher.finish() | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Tracker;
+
+    const N: u64 = 2_000;
+
+    /// A progress tracker whose partition `p` failed at 0 and then had `N`
+    /// records acked past it, and the slots it has used.
+    fn kept() -> (Tracker<&'static str, u64, crate::mode::Progress>, usize) {
+        let tracker = Tracker::builder().progress(4096).build();
+        let failed = tracker.send("p", 0).unwrap();
+        tracker.fail(failed).unwrap();
+        for o in 1..=N {
+            let ticket = tracker.send("p", o).unwrap();
+            tracker.ack(ticket).unwrap();
+        }
+        // Kept: every record past the failure holds its slot.
+        let used = tracker.slots.used();
+        assert!(used > N as usize, "{used} slots for {N} kept records");
+        assert!(tracker.progress()["p"].is_done(N));
+        (tracker, used)
+    }
+
+    /// What a failure keeps for `progress()` (the records acked past it,
+    /// whose slots stay held) is let go when a revoke ends the life, even
+    /// if the partition never sends again: other partitions' sends reuse
+    /// those slots instead of taking new ones.
+    #[test]
+    fn a_revoke_lets_go_of_what_a_failure_kept() {
+        let (tracker, used) = kept();
+        let _ = tracker.revoke("p");
+        assert_reused(&tracker, used);
+    }
+
+    /// Checks that `N` records in flight at once take no slot beyond the
+    /// `used` ones (a few for the allocation's granularity).
+    fn assert_reused(tracker: &Tracker<&'static str, u64, crate::mode::Progress>, used: usize) {
+        let open: Vec<_> = (0..N).map(|o| tracker.send("q", o).unwrap()).collect();
+        assert!(
+            tracker.slots.used() <= used + 256,
+            "{} > {used}",
+            tracker.slots.used()
+        );
+        for ticket in open {
+            tracker.ack(ticket).unwrap();
+        }
+    }
+
+    /// The same when the revoke's own advance does not see the end of the
+    /// life (a send of the new life is passed first): the advance lets the
+    /// kept records go when it passes the new life's first record.
+    #[test]
+    fn a_new_life_lets_go_of_what_a_failure_kept() {
+        let (tracker, used) = kept();
+        // The revoke, as the advance sees it when the new life's record
+        // comes first.
+        let number = tracker.partitions.find("p").unwrap();
+        let lifecycle = tracker.partitions.lifecycle(number).unwrap();
+        lifecycle.life.fetch_add(1, crate::sync::Ordering::AcqRel);
+        let ticket = tracker.send("p", 0).unwrap();
+        tracker.ack(ticket).unwrap();
+        assert_eq!(tracker.progress()["p"].next(), 1);
+        assert_reused(&tracker, used);
+    }
 }

@@ -23,6 +23,19 @@ pub(super) fn advance_once<O>(
     // Relaxed, both: only advancers write them, and we are the advancer.
     let mut stopped = queue.stopped.load(Ordering::Relaxed);
     let mut newest = queue.newest.load(Ordering::Relaxed);
+    // A progress tracker keeps the records it passes after a failure, the
+    // failed one on (see `Queue::kept`), until the life ends. Relaxed: a
+    // revoke's store, published by its add to `work`, which our (or our
+    // caller's) `work` read-modify-write acquired.
+    if stopped & KEPT != 0 && newer(queue.ended.load(Ordering::Relaxed), stopped as u32) {
+        // A revoke ended the kept life, and no record of a newer one may
+        // come to say so: let its records go now.
+        let_go_kept(queue, slots, &mut stopped, head);
+    }
+    // Whether `newest` is stopped, and whether we keep what we pass: flags
+    // beside `stopped` and `newest`, so that each step tests one.
+    let mut newest_stopped = stopped_in(stopped, newest);
+    let mut keeping = stopped & KEPT != 0;
     // Whether `head` is an acked record to publish as the mark (the newest
     // passed, not yet published).
     let mut candidate = false;
@@ -90,7 +103,13 @@ pub(super) fn advance_once<O>(
                 publish_head!();
                 candidate = false;
             }
+            if keeping {
+                // The kept life ended: its records go, up to `head`.
+                let_go_kept(queue, slots, &mut stopped, head);
+                keeping = false;
+            }
             newest = life;
+            newest_stopped = stopped_in(stopped, newest);
             // Relaxed: advancer-owned, read by `stats` as a statistic.
             queue.newest.store(newest, Ordering::Relaxed);
         }
@@ -116,15 +135,29 @@ pub(super) fn advance_once<O>(
         // Records of an older life (sent while a revoke ran) are passed and
         // nothing more: their life's watermark was final already.
         let current = life == newest;
-        let stopped_now = stopped == STOPPED | u64::from(newest);
+        let stopped_now = newest_stopped;
         if status == FAILED && current && !stopped_now {
             // A failure (or a record the revoke released) ends this life's
             // contiguous acked prefix.
             stopped = STOPPED | u64::from(newest);
+            newest_stopped = true;
             if let Some(seqs) = seqs {
                 // Relaxed: published by the Release store of `stopped`.
                 let seq = order::seq_of(seqs, index_of(next));
                 queue.stop_seq.store(seq, Ordering::Relaxed);
+                // A failure (not a revoke's release, whose life ended):
+                // keep it and what we pass after it, for `progress()`.
+                // Mutant `progress_forgets_after_failure` (loom suite only):
+                // nothing is kept, and the walk reports nothing past it.
+                if !revoked && cfg!(not(inflight_mutant = "progress_forgets_after_failure")) {
+                    debug_assert!(!keeping);
+                    // Relaxed: published by the Release store of `stopped`.
+                    queue
+                        .kept
+                        .store(tail_word(next, tag(state), 0), Ordering::Relaxed);
+                    stopped |= KEPT;
+                    keeping = true;
+                }
             }
             // Release: a progress walk that reads it sees `stop_seq`; for
             // the statistics, and the advancer re-reads its own writes.
@@ -149,7 +182,8 @@ pub(super) fn advance_once<O>(
         }
         head = next;
         head_slot = Some(slot);
-        head_marked = false;
+        // A kept record's `MARKED` hold is the keep's, not ours to drop.
+        head_marked = keeping;
         passed += 1;
         candidate = status == ACKED && current && !stopped_now;
         marked += u64::from(candidate);
@@ -170,6 +204,41 @@ pub(super) fn advance_once<O>(
     queue.head_marked.with_mut(|m| unsafe { *m = head_marked });
     if let Some((generation, count, failed, life)) = group {
         *wakes |= leave(generation, count, failed, life);
+    }
+}
+
+/// Lets go of the records kept for the progress walk since a failure
+/// stopped their life (see `Queue::kept`), which has ended: clears [`KEPT`]
+/// from `stopped`, then drops the `MARKED` hold of each, front to back,
+/// from the failed record to `head`, the last passed. In queue order: while
+/// a walk's record is still held, its successor's slot cannot be reused
+/// (see `order`). The `QUEUED` holds owed on the last two go as usual.
+#[cold]
+#[inline(never)]
+fn let_go_kept<O>(queue: &Queue, slots: &Slab<O>, stopped: &mut u64, head: u32) {
+    *stopped &= !KEPT;
+    // Relaxed: a walk that finds a kept record released (Acquire, reading
+    // our Release below) sees this too, and stops starting at `kept`.
+    queue.stopped.store(*stopped, Ordering::Relaxed);
+    // Relaxed: our own write.
+    let mut node = tail_node(queue.kept.load(Ordering::Relaxed));
+    loop {
+        let slot = slots.slot_of(index_of(node));
+        // Before the release, after which the slot may be reused. Relaxed:
+        // we read it with Acquire when we passed the successor (every kept
+        // record but `head` was passed, so its successor is linked).
+        let next = if node == head {
+            0
+        } else {
+            slot.next_queued.load(Ordering::Relaxed)
+        };
+        // Release (inside): orders the store above before a reuse of the
+        // slot, which a walk that finds the hold gone sees.
+        slots.release_at(index_of(node), slot, MARKED);
+        if next == 0 {
+            return;
+        }
+        node = next;
     }
 }
 

@@ -30,7 +30,10 @@
 //! step late, or at the end of the pass, see `advance`), and makes an
 //! acked record the new watermark. A failed record stops the
 //! partition's watermark for good (`stopped`); the advance still passes
-//! records after it, so their slots are reclaimed, but never again marks one.
+//! records after it, so they leave their generations, but never again marks
+//! one. On a progress tracker it keeps the failed record and those it
+//! passes after it held (`KEPT`), for the progress walk, until the life
+//! ends (see `order`); elsewhere their slots are reclaimed as they pass.
 //!
 //! One thread at a time advances a partition. Every resolution adds one to
 //! the partition's `work` word; the thread whose add found it zero advances,
@@ -175,7 +178,9 @@ pub(crate) struct Queue {
     progress_marked: AtomicU32,
     /// `STOPPED | life` once a failed (or revoked) record of that life was
     /// passed: the watermark never moves again in that life. 0 before.
-    /// Only the advancer writes it.
+    /// With [`KEPT`] while the advance keeps the life's records from the
+    /// failed one on (progress trackers, see `kept`). Only the advancer
+    /// writes it.
     stopped: AtomicU64,
     /// The newest life of the partition among the records passed. Only the
     /// advancer writes it.
@@ -200,6 +205,17 @@ pub(crate) struct Queue {
     /// The position of the failed record that stopped the life `stopped`
     /// names.
     stop_seq: AtomicU64,
+    /// Progress trackers only: the failed record that stopped the life
+    /// `stopped` names, as a [`tail_word`] (node and tag), valid while
+    /// `stopped` carries [`KEPT`]: the advance then keeps it and every
+    /// record it passes after it (their `MARKED` hold, which no mark of a
+    /// stopped life takes), so that the progress walk can still read what
+    /// was acked beyond the failure; it lets them go, front to back, when
+    /// the life ends (see `order`). Only the advancer writes it.
+    kept: AtomicU64,
+    /// The newest life a revoke moved the partition on to (0 before any):
+    /// tells the advancer that a kept life has ended.
+    ended: AtomicU32,
     /// A fingerprint of the progress `Tracker::progress` last reported.
     seen: AtomicU64,
     /// Progress trackers only: the claim on the debt (see "Owed offsets"
@@ -218,6 +234,15 @@ pub(crate) struct Queue {
 
 /// The flag of `Queue::stopped`.
 const STOPPED: u64 = 1 << 32;
+
+/// The flag of `Queue::stopped` that says the stopped life's records are
+/// kept from its failed record on (`Queue::kept`).
+const KEPT: u64 = 1 << 33;
+
+/// Whether a `Queue::stopped` word says that `life` is stopped.
+fn stopped_in(stopped: u64, life: u32) -> bool {
+    stopped & !KEPT == STOPPED | u64::from(life)
+}
 
 /// Whether life `a` is newer than life `b` (lives count revokes, modulo
 /// 2^32, compared as serial numbers).
@@ -299,6 +324,8 @@ impl Queue {
             watchers: AtomicU32::new(0),
             last: AtomicU64::new(0),
             stop_seq: AtomicU64::new(0),
+            kept: AtomicU64::new(0),
+            ended: AtomicU32::new(0),
             seen: AtomicU64::new(0),
             owing: AtomicBool::new(false),
             owed_seq: AtomicU64::new(0),
@@ -575,6 +602,31 @@ impl Watermarks {
     /// The slot of a mark [`take_ended`](Self::take_ended) returned.
     pub(crate) fn mark_slot(mark: u64) -> usize {
         mark_index(mark)
+    }
+
+    /// Tells the advancer that a revoke moved `partition` on to `life`, so
+    /// that the records it keeps of an older, stopped life can go (see
+    /// `Queue::kept`). Call before the revoke's advance: its add to `work`
+    /// hands this to whoever advances next.
+    pub(crate) fn end_life(&self, partition: usize, life: u32) {
+        let (Some(queue), Some(_)) = (self.queues.get(partition), &self.seqs) else {
+            return;
+        };
+        // Relaxed, all: published to the advancer by our add to `work`
+        // (Release), which its next `work` read-modify-write (Acquire) sees
+        // before it passes again.
+        let mut current = queue.ended.load(Ordering::Relaxed);
+        while newer(life, current) {
+            match queue.ended.compare_exchange_weak(
+                current,
+                life,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(seen) => current = seen,
+            }
+        }
     }
 
     /// Records that the revoke ending the lives before `life` has taken

@@ -125,6 +125,15 @@
 //! pass the check is that `last` is still 0: the advancer publishes the
 //! new head there before it drops the old head's hold. Nothing is written;
 //! a walk never delays a send or an ack.
+//!
+//! After a failure (`stopped` with `KEPT`, see `Queue::kept`) the walk
+//! starts at the failed record instead: the advance keeps it and every
+//! record it passes after it (their `MARKED` hold) until the life ends, so
+//! the walk vouches for a record by `QUEUED | MARKED` with its tag, and
+//! stops at a record of a newer life (a mark there holds `MARKED` for
+//! itself). The advance lets kept records go front to back, after clearing
+//! `KEPT`: a walk that finds one gone starts again and reports the failed
+//! offset alone (the life ended).
 
 use super::*;
 use crate::progress::budget;
@@ -158,7 +167,10 @@ pub(crate) struct Walk {
     /// Every position of the life below this one is done: the watermark
     /// passed an acked record of the life at the position before it.
     pub(crate) done_below: Option<u64>,
-    /// A failed record at this position stopped the life's watermark.
+    /// A failed record at this position stopped the life's watermark, and
+    /// nothing past it is known: the life ended (its kept records let go),
+    /// or a revoke's release stopped it. After a failure of a live life
+    /// the walk reads on instead, from the failed record (in `records`).
     pub(crate) stopped_at: Option<u64>,
     /// The life's records still queued, in queue (and position) order.
     pub(crate) records: Vec<(u64, Seen)>,
@@ -191,6 +203,9 @@ enum Undecided {
 struct Held<'a, O> {
     slot: &'a Slot<O>,
     tag: u32,
+    /// The holds that keep it: `QUEUED`, or on a walk of a kept life
+    /// (after a failure), `QUEUED | MARKED` (see `Queue::kept`).
+    holds: u64,
 }
 
 /// The walk's half of a seqlock-like check. An Acquire fence between its
@@ -206,13 +221,14 @@ fn check_point() {
 }
 
 impl<O> Held<'_, O> {
-    /// Still queued with the tag seen: not yet passed beyond. Call after
-    /// reading what the check vouches for (see [`check_point`]).
+    /// Still held with the tag seen: not yet passed beyond (or let go,
+    /// when kept). Call after reading what the check vouches for (see
+    /// [`check_point`]).
     fn still_queued(&self) -> bool {
         check_point();
         // Acquire (inside `state`): sees a release of its hold made before.
         let state = self.slot.state();
-        tag(state) == self.tag && state & QUEUED != 0
+        tag(state) == self.tag && state & self.holds != 0
     }
 }
 
@@ -247,13 +263,41 @@ impl Watermarks {
             let last = queue.last.load(Ordering::Acquire);
             out.end = last;
             // Acquire: pairs with the advancer's Release store, after
-            // `stop_seq`.
-            if queue.stopped.load(Ordering::Acquire) == STOPPED | u64::from(life) {
-                // Relaxed: ordered by the load above.
+            // `stop_seq` and `kept`.
+            let stopped = queue.stopped.load(Ordering::Acquire);
+            // A kept life: its failure was passed, and its records are kept
+            // from there on (see `Queue::kept`): start at the failed record.
+            let kept = stopped_in(stopped, life) && stopped & KEPT != 0;
+            if stopped_in(stopped, life) && !kept {
+                // The life ended since (its records are let go), or was
+                // stopped by a revoke's release: nothing past the stop is
+                // known. Relaxed: ordered by the load above.
                 out.stopped_at = Some(queue.stop_seq.load(Ordering::Relaxed));
                 return true;
             }
-            let (mut link, mut held) = if last == 0 {
+            let (mut link, mut held) = if kept {
+                // Relaxed: ordered by the load of `stopped` above.
+                let failed = queue.kept.load(Ordering::Relaxed);
+                let index = index_of(tail_node(failed));
+                let slot = slots.slot_of(index);
+                let first = Held {
+                    slot,
+                    tag: tail_tag(failed),
+                    holds: QUEUED | MARKED,
+                };
+                // Acquire (inside `state`): the resolution's Release CAS,
+                // before the advance passed it.
+                let state = slot.state();
+                let (failed_life, seq) = (slot.life(), seq_of(seqs, index));
+                // Let go since we read `stopped` (or another life's failure
+                // kept now): start again.
+                if !first.still_queued() || tag(state) != first.tag || failed_life != life {
+                    continue 'start;
+                }
+                out.records.push((seq, Seen::Failed));
+                out.end = tail_word(tail_node(failed), first.tag, 0);
+                (&slot.next_queued, Some(first))
+            } else if last == 0 {
                 (&queue.first, None)
             } else {
                 let index = index_of(tail_node(last));
@@ -261,6 +305,7 @@ impl Watermarks {
                 let head = Held {
                     slot,
                     tag: tail_tag(last),
+                    holds: QUEUED,
                 };
                 let state = slot.state();
                 let (head_life, seq) = (slot.life(), seq_of(seqs, index));
@@ -305,6 +350,12 @@ impl Watermarks {
                 if !valid {
                     continue 'start;
                 }
+                // A kept life ended: the newer life's records are not ours,
+                // and a mark among them holds `MARKED` for itself (so it
+                // vouches for no successor).
+                if kept && newer(record_life, life) {
+                    return true;
+                }
                 if record_life == life {
                     let seen = match status_of_state(state) {
                         ACKED => Seen::Done,
@@ -316,6 +367,7 @@ impl Watermarks {
                 held = Some(Held {
                     slot,
                     tag: tag(state),
+                    holds: if kept { QUEUED | MARKED } else { QUEUED },
                 });
                 out.end = tail_word(next, tag(state), 0);
                 link = &slot.next_queued;
@@ -386,9 +438,7 @@ impl Watermarks {
                     // (itself and those skipped before it); at least what it
                     // adds to the run form in bytes (see `budget`).
                     let units = before.map_or(1, |b| seq.saturating_sub(b).max(1));
-                    self.budget_after(
-                        slots, queue, partition, life, seq, units, tail, max, &mut walk,
-                    )
+                    self.budget_after(slots, partition, life, seq, units, tail, max, &mut walk)
                 }
             };
             let credit = match decision {
@@ -658,7 +708,6 @@ impl Watermarks {
     fn budget_after<O>(
         &self,
         slots: &Slab<O>,
-        queue: &Queue,
         partition: usize,
         life: u32,
         seq: u64,
@@ -668,17 +717,17 @@ impl Watermarks {
         walk: &mut Option<Walk>,
     ) -> Result<u64, Undecided> {
         let credit = tail_credit(tail);
-        // Acquire: pairs with the Release store of `stopped`. A stopped life
-        // reports nothing past its failure: no budget to keep.
-        if queue.stopped.load(Ordering::Acquire) == STOPPED | u64::from(life) {
-            return Ok(credit);
-        }
+        // A failure stops the watermark, not the budget: what was acked
+        // past it is still reported, so the walk reads it, from the failed
+        // record on, and the check bounds it as before the failure.
         if credit >= units {
             return Ok(credit - units);
         }
         let walk = walk.get_or_insert_with(Walk::default);
         self.walk(slots, partition, life, walk);
         if walk.stopped_at.is_some() {
+            // The life ended (a revoke let its kept records go): it reports
+            // nothing past its failure, so no budget to keep.
             return Ok(credit);
         }
         // The walk must have ended at the very record we would follow (its
