@@ -169,7 +169,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
             return (false, false);
         };
         let room = Cell::new(false);
-        let wakes = watermarks.advance(
+        let wakes = watermarks.advance::<O, M>(
             &self.slots,
             partition as usize,
             |entered, n, failed, life| {

@@ -7,13 +7,16 @@ use crate::slab::{Slot, QUEUE_HOLDS};
 
 /// One pass of the advance: moves `head` over every resolved record at the
 /// front of the queue. Only the holder of `work` calls it.
-pub(super) fn advance_once<O>(
+pub(super) fn advance_once<O, M: Mode>(
     queue: &Queue,
     slots: &Slab<O>,
     seqs: Option<&order::Seqs>,
     leave: &impl Fn(*const (), u64, u64, u32) -> bool,
     wakes: &mut bool,
 ) {
+    // The positions are kept on a progress tracker only: a constant, so a
+    // watermark tracker's advance holds no code for them.
+    let seqs = if M::PROGRESS { seqs } else { None };
     // SAFETY: only the holder of `work` touches `head`; the Acquire/Release
     // on `work` order one holder's accesses before the next one's.
     let mut head = queue.head.with(|h| unsafe { *h });

@@ -59,16 +59,19 @@
 mod advance;
 mod committable;
 mod order;
+mod walk;
 
+use crate::mode::Mode;
 use crate::pages::Pages;
 use crate::slab::{status_of_state, tag, Slab, ACKED, FAILED, MARKED, QUEUED, REVOKED};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, CachePadded, Ordering, UnsafeCell};
 use crate::Tracker;
 use advance::advance_once;
 pub use committable::Committable;
-pub(crate) use order::{Refusal, Seen, Walk};
+pub(crate) use order::Refusal;
 use std::collections::HashMap;
 use std::hash::Hash;
+pub(crate) use walk::{Seen, Walk};
 
 /// A queued record: its slot + 1. Never 0, which stands for the stub (as
 /// `head`/`tail`), for "no link yet" (as a link) or "no mark". The slot
@@ -408,7 +411,7 @@ impl Watermarks {
     // Not inlined: keeps the resolve path of trackers without watermarks
     // small.
     #[inline(never)]
-    pub(crate) fn advance<O>(
+    pub(crate) fn advance<O, M: Mode>(
         &self,
         slots: &Slab<O>,
         partition: usize,
@@ -427,7 +430,7 @@ impl Watermarks {
         seen = 1;
         let mut wakes = false;
         loop {
-            advance_once(queue, slots, self.seqs.as_ref(), &leave, &mut wakes);
+            advance_once::<O, M>(queue, slots, self.seqs.as_ref(), &leave, &mut wakes);
             // AcqRel: Release hands `head` to the next advancer; Acquire (on
             // failure) sees the resolutions of the adds that beat us.
             match queue
