@@ -140,7 +140,7 @@ fn main() {
             }
         }
         if last_commit.elapsed() >= Duration::from_millis(100) {
-            if let Err(e) = commit_progress(&consumer, &tracker, CommitMode::Async) {
+            if let Err(e) = commit_progress(&consumer, CommitMode::Async) {
                 eprintln!("commit: {e}");
             }
             last_commit = Instant::now();
@@ -156,7 +156,7 @@ fn main() {
     tracker
         .drain(Duration::from_secs(30))
         .expect("everything delivered");
-    commit_progress(&consumer, &tracker, CommitMode::Sync).expect("final commit");
+    commit_progress(&consumer, CommitMode::Sync).expect("final commit");
     let (delivered, failed, _) = producer.context().counts();
     println!(
         "pipeline: {consumed} consumed, {skipped} skipped as done, {delivered} delivered, {failed} failed, errors {:?}",

@@ -1,0 +1,318 @@
+//! Against librdkafka's in-process mock cluster (no broker to start): the
+//! wrapped context's callbacks run, in the documented order; a failed
+//! commit's progress is committed again; a rebalance hands off.
+//!
+//! Every wait is a poll loop on the condition, with a deadline.
+
+use inflight::mode::Watermarks;
+use inflight::{ProgressTracker, Tracker, WatermarkTracker};
+use inflight_rdkafka::consumer::store_watermarks;
+use inflight_rdkafka::{commit_progress, HandOffContext, OnRebalance, Resumable, TopicPartition};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaResult;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use rdkafka::{ClientContext, Message};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A user's context: records what reaches it.
+#[derive(Default)]
+struct Recording {
+    events: Mutex<Vec<String>>,
+}
+
+impl Recording {
+    fn push(&self, event: String) {
+        self.events.lock().unwrap().push(event);
+    }
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+impl ClientContext for Recording {}
+
+impl ConsumerContext for Recording {
+    fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
+        self.push(format!(
+            "commit {}",
+            if result.is_ok() { "ok" } else { "failed" }
+        ));
+    }
+}
+
+fn kind(rebalance: &Rebalance<'_>) -> &'static str {
+    match rebalance {
+        Rebalance::Assign(_) => "assign",
+        Rebalance::Revoke(_) => "revoke",
+        Rebalance::Error(_) => "error",
+    }
+}
+
+impl OnRebalance for Recording {
+    fn pre_rebalance<M: Resumable>(
+        &self,
+        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        let in_flight = consumer.context().tracker().in_flight();
+        self.push(format!("pre {} in_flight={in_flight}", kind(rebalance)));
+    }
+
+    fn post_rebalance<M: Resumable>(
+        &self,
+        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        let context = consumer.context();
+        let partition = TopicPartition::new("source", 0);
+        let done = (
+            context.is_done(&partition, 3),
+            context.is_done(&partition, 4),
+        );
+        self.push(format!("post {} done(3, 4)={done:?}", kind(rebalance)));
+    }
+}
+
+fn cluster() -> MockCluster<'static, DefaultProducerContext> {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("source", 1, 1).unwrap();
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .create()
+        .unwrap();
+    for i in 0..10 {
+        let payload = i.to_string();
+        producer
+            .send(
+                BaseRecord::<(), str>::to("source")
+                    .partition(0)
+                    .payload(&payload),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    cluster
+}
+
+fn consumer<M: Resumable, C: OnRebalance>(
+    cluster: &MockCluster<'static, DefaultProducerContext>,
+    context: HandOffContext<M, C>,
+) -> BaseConsumer<HandOffContext<M, C>> {
+    ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", "group")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .create_with_context(context)
+        .unwrap()
+}
+
+/// Polls `consumer` until `done` holds (a deadline of 30 s), handing each
+/// message to `each`.
+#[track_caller]
+fn poll_until<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+    mut done: impl FnMut(&BaseConsumer<C>) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let caller = std::panic::Location::caller();
+    while !done(consumer) {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met in 30 s at {caller}"
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(20)) {
+            each(&message.unwrap());
+        }
+    }
+}
+
+#[test]
+fn a_failed_commit_is_committed_again_and_the_users_callback_sees_both() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::wrap(
+        Recording::default(),
+        tracker.clone(),
+        Duration::from_secs(5),
+    );
+    let consumer = consumer(&cluster, context);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    consumer.subscribe(&["source"]).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    let mut stuck = None;
+    let seen = std::cell::Cell::new(0);
+    poll_until(
+        &consumer,
+        |message| {
+            let ticket = tracker.send(partition.clone(), message.offset()).unwrap();
+            if message.offset() == 3 {
+                stuck = Some(ticket);
+            } else {
+                tracker.ack(ticket).unwrap();
+            }
+            seen.set(seen.get() + 1);
+        },
+        |_| seen.get() == 10,
+    );
+    // The next commit fails at the broker.
+    cluster.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE],
+    );
+    assert_eq!(commit_progress(&consumer, CommitMode::Async).unwrap(), 1);
+    let context = consumer.context();
+    poll_until(&consumer, |_| {}, |c| c.context().commit_failures() == 1);
+    assert_eq!(context.commits().unconfirmed(), 1);
+    // Nothing changed on the tracker, and the failed progress goes out again.
+    assert_eq!(commit_progress(&consumer, CommitMode::Async).unwrap(), 1);
+    poll_until(
+        &consumer,
+        |_| {},
+        |c| c.context().commits().unconfirmed() == 0,
+    );
+    assert_eq!(commit_progress(&consumer, CommitMode::Async).unwrap(), 0);
+    assert_eq!(
+        context.inner().events()[2..],
+        ["commit failed", "commit ok"],
+        "after the assignment's"
+    );
+    let committed = consumer
+        .committed_offsets(assignment, Duration::from_secs(10))
+        .unwrap();
+    let back = inflight_rdkafka::consumer::progress_of(&committed);
+    assert_eq!(back[&partition].next(), 3);
+    // The metadata came back from the mock cluster: 4 to 9 are done.
+    assert!(back[&partition].is_done(4) && !back[&partition].is_done(3));
+    assert!(stuck.is_some(), "offset 3 was left in flight");
+}
+
+#[test]
+fn a_rebalance_runs_the_users_callbacks_around_the_hand_off() {
+    let cluster = cluster();
+    let first: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    // The drain bound is short: offset 3 never comes.
+    let context = HandOffContext::wrap(
+        Recording::default(),
+        first.clone(),
+        Duration::from_millis(50),
+    );
+    let a = consumer(&cluster, context);
+    a.subscribe(&["source"]).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    let seen = std::cell::Cell::new(0);
+    let mut stuck = None;
+    poll_until(
+        &a,
+        |message| {
+            let ticket = first.send(partition.clone(), message.offset()).unwrap();
+            if message.offset() == 3 {
+                stuck = Some(ticket);
+            } else {
+                first.ack(ticket).unwrap();
+            }
+            seen.set(seen.get() + 1);
+        },
+        |_| seen.get() == 10,
+    );
+    a.unsubscribe();
+    poll_until(&a, |_| {}, |c| c.context().inner().events().len() >= 4);
+    let events = a.context().inner().events();
+    assert_eq!(
+        events[..4],
+        [
+            "pre assign in_flight=0",
+            "post assign done(3, 4)=(false, false)",
+            // Before the hand-off: offset 3 is still tracked (and 4 to 9,
+            // acked, held behind it)...
+            "pre revoke in_flight=7",
+            // ...after it, released.
+            "post revoke done(3, 4)=(false, false)",
+        ]
+    );
+    assert_eq!(first.in_flight(), 0, "the un-drained record was released");
+    let stuck = stuck.unwrap();
+    assert_eq!(first.ack(stuck), Err(inflight::ResolveError::Revoked));
+    let errors = a.context().errors();
+    assert!(
+        errors.len() == 1 && errors[0].contains("drain"),
+        "{errors:?}"
+    );
+    drop(a);
+    // The next owner reads the committed progress back before its own
+    // callback runs: 3 is redone, 4 skipped.
+    let second: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::wrap(Recording::default(), second, Duration::from_millis(50));
+    let b = consumer(&cluster, context);
+    b.subscribe(&["source"]).unwrap();
+    poll_until(&b, |_| {}, |c| !c.context().inner().events().is_empty());
+    let events = b.context().inner().events();
+    assert_eq!(
+        events[..2],
+        [
+            "pre assign in_flight=0",
+            "post assign done(3, 4)=(false, true)"
+        ]
+    );
+}
+
+#[test]
+fn a_watermark_tracker_commits_last_done_plus_one_and_stores_it_too() {
+    let cluster = cluster();
+    let tracker: Arc<WatermarkTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().watermarks().build());
+    let consumer: BaseConsumer<HandOffContext<Watermarks>> = consumer(
+        &cluster,
+        HandOffContext::new(tracker.clone(), Duration::from_secs(1)),
+    );
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    for offset in 0..5 {
+        let ticket = tracker.send(partition.clone(), offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    // Last done 4: Kafka's committed offset is 5.
+    assert_eq!(commit_progress(&consumer, CommitMode::Sync).unwrap(), 1);
+    let committed = consumer
+        .committed_offsets(assignment.clone(), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        committed.find_partition("source", 0).unwrap().offset(),
+        Offset::Offset(5)
+    );
+    // The store + auto-commit pattern: the same convention.
+    for offset in 5..8 {
+        let ticket = tracker.send(partition.clone(), offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    assert_eq!(store_watermarks(&consumer, &tracker).unwrap(), 1);
+    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    let committed = consumer
+        .committed_offsets(assignment, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        committed.find_partition("source", 0).unwrap().offset(),
+        Offset::Offset(8)
+    );
+}
