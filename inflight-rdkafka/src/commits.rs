@@ -26,6 +26,7 @@
 //! its commit callback; a consumer with a context of its own does the same.
 
 use crate::consumer::{commit_list, metadata_of, Resumable, TopicPartition};
+use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::{Progress, Tracker};
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::KafkaResult;
@@ -168,6 +169,23 @@ impl Commits {
         K: ConsumerContext,
         M: Resumable,
     {
+        self.commit_to(consumer, tracker, mode, &GroupCommitStore)
+    }
+
+    /// [`commit`](Self::commit), saving the points in `store` first: if
+    /// the save fails, no group commit is made and the points are due
+    /// again.
+    pub fn commit_to<K, M>(
+        &self,
+        consumer: &impl Consumer<K>,
+        tracker: &Tracker<TopicPartition, i64, M>,
+        mode: CommitMode,
+        store: &dyn ProgressStore,
+    ) -> KafkaResult<usize>
+    where
+        K: ConsumerContext,
+        M: Resumable,
+    {
         let due = self.due(M::changes(tracker));
         if due.is_empty() {
             return Ok(0);
@@ -179,6 +197,10 @@ impl Commits {
                 return Err(e);
             }
         };
+        if let Err(e) = store.save(&due) {
+            self.undo(due);
+            return Err(e);
+        }
         let result = match mode {
             CommitMode::Sync => consumer.commit(&list, mode),
             CommitMode::Async => commit_async(consumer, &list),

@@ -37,7 +37,8 @@
 //! ```
 
 use crate::commits::Commits;
-use crate::consumer::{committed_progress, Resumable, Resume, TopicPartition};
+use crate::consumer::{Resumable, Resume, TopicPartition};
+use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::mode::{self, Mode};
 use inflight::Tracker;
 use rdkafka::client::{ClientContext, OAuthToken};
@@ -97,9 +98,10 @@ impl OnRebalance for DefaultConsumerContext {}
 /// `DefaultConsumerContext` unless you [`wrap`](Self::wrap) one.
 ///
 /// - **Commits** ([`commit_progress`]): what changed on the tracker, and
-///   what is due again, committed; each commit point is kept until a
-///   result confirms it, so a failed commit's point is sent again at the
-///   next call (see [`Commits`]).
+///   what is due again, saved in the [`store`](Self::store) (nothing to
+///   do for the default [`GroupCommitStore`]) and committed; each commit
+///   point is kept until a result confirms it, so a failed commit's point
+///   is sent again at the next call (see [`Commits`]).
 /// - **Revoked** partitions (`pre_rebalance`): a bounded
 ///   [`drain_partition`](Tracker::drain_partition) of each, waiting at most
 ///   `drain_timeout` (yours; nothing else waits); then a synchronous
@@ -112,10 +114,11 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   are released (their tickets answer `Revoked`, their acks change
 ///   nothing) and its committed point is what was done before them, so
 ///   its next owner redoes them and skips nothing.
-/// - **Assigned** partitions (`post_rebalance`): [`committed_progress`],
-///   waiting at most the read timeout (`drain_timeout` unless
-///   [`read_timeout`](Self::read_timeout) says otherwise), into the
-///   context's [`Resume`], which the processing loop asks
+/// - **Assigned** partitions (`post_rebalance`): the group's committed
+///   offsets and what the [`store`](Self::store) kept for them
+///   ([`ProgressStore::load`]), waiting at most the read timeout in all
+///   (`drain_timeout` unless [`read_timeout`](Self::read_timeout) says
+///   otherwise), into the context's [`Resume`], which the processing loop asks
 ///   ([`is_done`](Self::is_done)) before it handles a record. If the read
 ///   fails, the partitions resume from rdkafka's committed offset with
 ///   nothing known done beyond it: records are redone, never skipped.
@@ -140,6 +143,7 @@ pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> 
     read_timeout: Duration,
     resume: Mutex<Resume>,
     commits: Commits,
+    store: Box<dyn ProgressStore>,
     errors: Mutex<Vec<String>>,
 }
 
@@ -167,8 +171,17 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             read_timeout: drain_timeout,
             resume: Mutex::new(Resume::default()),
             commits: Commits::new(),
+            store: Box::new(GroupCommitStore),
             errors: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Keeps the commit points in `store` (saved before each group commit,
+    /// read back on assignment) rather than in the group commit's metadata
+    /// alone ([`GroupCommitStore`], the default). See [`crate::store`].
+    pub fn store(mut self, store: impl ProgressStore + 'static) -> Self {
+        self.store = Box::new(store);
+        self
     }
 
     /// Waits at most `timeout` to read the committed progress back on an
@@ -252,8 +265,10 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
         }
         if !handed.is_empty() {
             let due = self.commits.due(handed);
-            let result = crate::consumer::commit_list(&due)
-                .and_then(|list| consumer_commit(consumer, &list).map(|()| list));
+            let result = self.store.save(&due).and_then(|()| {
+                let list = crate::consumer::commit_list(&due)?;
+                consumer_commit(consumer, &list)
+            });
             if let Err(e) = result {
                 self.error(format!("final commit of the revoked watermarks: {e}"));
             }
@@ -271,7 +286,14 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
         if assigned.count() == 0 {
             return;
         }
-        match committed_progress(consumer, assigned, self.read_timeout) {
+        let started = std::time::Instant::now();
+        let read = consumer
+            .committed_offsets(assigned.clone(), self.read_timeout)
+            .and_then(|committed| {
+                let left = self.read_timeout.saturating_sub(started.elapsed());
+                self.store.load(&committed, left)
+            });
+        match read {
             Ok(progress) => self
                 .resume
                 .lock()
@@ -310,7 +332,9 @@ pub fn commit_progress<M: Resumable, C: OnRebalance>(
     mode: CommitMode,
 ) -> KafkaResult<usize> {
     let context = consumer.context();
-    context.commits.commit(consumer, &context.tracker, mode)
+    context
+        .commits
+        .commit_to(consumer, &context.tracker, mode, &*context.store)
 }
 
 impl<M: Resumable, C: ClientContext> ClientContext for HandOffContext<M, C> {

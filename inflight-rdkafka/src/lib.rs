@@ -20,7 +20,9 @@
 //!   a restart skips what was done ([`HandOffContext::is_done`]); and when
 //!   a rebalance revokes partitions it runs the clean hand-off: a bounded
 //!   `drain_partition`, the final commit, then `revoke`, before the
-//!   partitions are given up. [`store_watermarks`] serves the
+//!   partitions are given up. Progress is kept in the group commit's
+//!   metadata or, for brokers that return none, in a compacted topic
+//!   ([`store`]). [`store_watermarks`] serves the
 //!   `store_offsets` + auto-commit pattern instead.
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
@@ -72,8 +74,10 @@ pub mod commits;
 pub mod consumer;
 pub mod hand_off;
 pub mod producer;
+pub mod store;
 
 pub use commits::Commits;
 pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, TopicPartition};
 pub use hand_off::{commit_progress, HandOffContext, OnRebalance};
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
+pub use store::{GroupCommitStore, ProgressStore, TopicStore};

@@ -1,13 +1,17 @@
 //! Against librdkafka's in-process mock cluster (no broker to start): the
 //! wrapped context's callbacks run, in the documented order; a failed
-//! commit's progress is committed again; a rebalance hands off.
+//! commit's progress is committed again; a rebalance hands off; a topic
+//! store keeps progress where the group commit does not.
 //!
 //! Every wait is a poll loop on the condition, with a deadline.
 
 use inflight::mode::Watermarks;
-use inflight::{ProgressTracker, Tracker, WatermarkTracker};
+use inflight::{Progress, ProgressTracker, Tracker, WatermarkTracker};
 use inflight_rdkafka::consumer::store_watermarks;
-use inflight_rdkafka::{commit_progress, HandOffContext, OnRebalance, Resumable, TopicPartition};
+use inflight_rdkafka::{
+    commit_progress, HandOffContext, OnRebalance, ProgressStore, Resumable, TopicPartition,
+    TopicStore,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaResult;
@@ -16,6 +20,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::{ClientContext, Message};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -315,4 +320,106 @@ fn a_watermark_tracker_commits_last_done_plus_one_and_stores_it_too() {
         committed.find_partition("source", 0).unwrap().offset(),
         Offset::Offset(8)
     );
+}
+
+fn store(cluster: &MockCluster<'static, DefaultProducerContext>, group: &str) -> TopicStore {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", cluster.bootstrap_servers());
+    TopicStore::new(&config, "progress-store", group, Duration::from_secs(10)).unwrap()
+}
+
+#[test]
+fn a_topic_store_reads_back_what_it_saved_unless_the_group_is_further() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let store = store(&cluster, "group");
+    let (p0, p1) = (
+        TopicPartition::new("source", 0),
+        TopicPartition::new("source", 1),
+    );
+    let done_past_gap = Progress::decode(10, &{
+        let tracker = Tracker::builder().progress(4096).build();
+        let tickets: Vec<_> = (10..13_u64).map(|o| tracker.send(0, o).unwrap()).collect();
+        for ticket in tickets.into_iter().skip(1) {
+            tracker.ack(ticket).unwrap();
+        }
+        tracker.progress()[&0].encode()
+    })
+    .unwrap();
+    store
+        .save(&HashMap::from([
+            (p0.clone(), Progress::at(5)),
+            (p1.clone(), Progress::at(7)),
+        ]))
+        .unwrap();
+    store
+        .save(&HashMap::from([(p0.clone(), done_past_gap.clone())]))
+        .unwrap();
+    // Another group's points in the same topic are not ours.
+    self::store(&cluster, "other")
+        .save(&HashMap::from([(p0.clone(), Progress::at(99))]))
+        .unwrap();
+    let mut committed = TopicPartitionList::new();
+    committed
+        .add_partition_offset("source", 0, Offset::Invalid)
+        .unwrap();
+    // The group committed past the store for partition 1.
+    committed
+        .add_partition_offset("source", 1, Offset::Offset(9))
+        .unwrap();
+    committed
+        .add_partition_offset("source", 2, Offset::Invalid)
+        .unwrap();
+    let back = store.load(&committed, Duration::from_secs(10)).unwrap();
+    assert_eq!(back.len(), 2, "{back:?}");
+    assert_eq!(back[&p0], done_past_gap, "the last save, metadata and all");
+    assert_eq!(back[&p1], Progress::at(9), "the group's, further on");
+}
+
+#[test]
+fn a_hand_off_context_with_a_topic_store_resumes_from_it() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5))
+        .store(store(&cluster, "group"));
+    let first = consumer(&cluster, context);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    first.assign(&assignment).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    let mut tickets: Vec<_> = (0..10)
+        .map(|o| tracker.send(partition.clone(), o).unwrap())
+        .collect();
+    let _stuck = tickets.remove(3);
+    for ticket in tickets {
+        tracker.ack(ticket).unwrap();
+    }
+    assert_eq!(commit_progress(&first, CommitMode::Sync).unwrap(), 1);
+    assert_eq!(first.context().commits().unconfirmed(), 0);
+    // A consumer of another group, which has no commits: what it knows
+    // comes from the store (kept under "group").
+    let second = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", "another")
+        .set("enable.auto.commit", "false")
+        .create_with_context(
+            HandOffContext::new(
+                Arc::new(Tracker::builder().progress(4096).build()),
+                Duration::from_secs(10),
+            )
+            .store(store(&cluster, "group")),
+        )
+        .unwrap();
+    let second: BaseConsumer<HandOffContext> = second;
+    // The assignment callback, as rdkafka calls it.
+    second
+        .context()
+        .post_rebalance(&second, &Rebalance::Assign(&assignment));
+    assert_eq!(second.context().errors(), Vec::<String>::new());
+    let context = second.context();
+    assert!(!context.is_done(&partition, 3) && context.is_done(&partition, 4));
 }
