@@ -423,3 +423,44 @@ fn a_hand_off_context_with_a_topic_store_resumes_from_it() {
     let context = second.context();
     assert!(!context.is_done(&partition, 3) && context.is_done(&partition, 4));
 }
+
+#[test]
+fn a_save_that_fails_makes_no_group_commit_and_is_made_again() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5))
+        .store(store(&cluster, "group"));
+    let consumer = consumer(&cluster, context);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    for offset in 0..4 {
+        let ticket = tracker.send(partition.clone(), offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    // The store's write fails for good (an error librdkafka does not retry).
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    assert!(commit_progress(&consumer, CommitMode::Sync).is_err());
+    let committed = |consumer: &BaseConsumer<HandOffContext>| {
+        consumer
+            .committed_offsets(assignment.clone(), Duration::from_secs(10))
+            .unwrap()
+            .find_partition("source", 0)
+            .unwrap()
+            .offset()
+    };
+    assert_eq!(committed(&consumer), Offset::Invalid, "no group commit");
+    assert_eq!(consumer.context().commits().unconfirmed(), 1);
+    // Nothing changed on the tracker: the next commit saves and commits it.
+    assert_eq!(commit_progress(&consumer, CommitMode::Sync).unwrap(), 1);
+    assert_eq!(committed(&consumer), Offset::Offset(4));
+    assert_eq!(consumer.context().commits().unconfirmed(), 0);
+}
