@@ -9,25 +9,73 @@
 //! with random delays), its result produced to `SINK` with the record's
 //! ticket as the delivery opaque; the delivery acks the source record, and
 //! every 100 ms the source offsets are committed with their progress as
-//! metadata. On a rebalance the revoked partitions are handed off (drained
-//! for up to 5 s, committed, revoked); on assignment the committed progress
-//! is read back, and records done before are skipped. Runs for `SECONDS`
-//! (default 30), then stops cleanly: stop consuming, let every record
-//! deliver, commit, leave the group.
+//! metadata (a commit that fails is made again at the next one). On a
+//! rebalance (start a second copy with the same `GROUP` to see one) the
+//! revoked partitions are handed off (drained for up to 5 s, committed,
+//! revoked); on assignment the committed progress is read back, and
+//! records done before are skipped; a context of the example's own prints
+//! both, wrapped by `HandOffContext`. No record is dropped: a send the
+//! tracker refuses (at capacity, or at a partition's metadata budget)
+//! waits for room and is retried, and so is one the producer refuses while
+//! its queue is full. Runs for `SECONDS` (default 30), then stops cleanly:
+//! stop consuming, let every record deliver, commit, leave the group
+//! (which hands the partitions off).
 
+use inflight::mode::Progress;
 use inflight::{ProgressTracker, SendError, Tracker};
 use inflight_rdkafka::{
-    commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext,
+    commit_progress, HandOffContext, OnRebalance, Resumable, TicketOpaque, TopicPartition,
+    TrackingContext,
 };
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
-use rdkafka::Message;
+use rdkafka::{ClientContext, Message};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type Pipeline = ProgressTracker<TopicPartition, i64>;
+
+/// The example's own consumer context: it prints each rebalance.
+/// `HandOffContext` wraps it and still calls it.
+struct Announce;
+
+impl ClientContext for Announce {}
+impl ConsumerContext for Announce {}
+
+impl OnRebalance for Announce {
+    fn pre_rebalance<M: Resumable>(
+        &self,
+        _: &BaseConsumer<HandOffContext<M, Self>>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        if let Rebalance::Revoke(partitions) = rebalance {
+            eprintln!("revoked {partitions:?}: handing them off");
+        }
+    }
+
+    fn post_rebalance<M: Resumable>(
+        &self,
+        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        if let Rebalance::Assign(partitions) = rebalance {
+            let resume = consumer.context().resume();
+            for element in partitions.elements() {
+                let partition = TopicPartition::new(element.topic(), element.partition());
+                match resume.get(&partition) {
+                    Some(progress) => {
+                        eprintln!("assigned {partition:?}: resuming at {}", progress.next())
+                    }
+                    None => eprintln!("assigned {partition:?}: no commit yet"),
+                }
+            }
+        }
+    }
+}
+
+type Context = HandOffContext<Progress, Announce>;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,19 +88,18 @@ fn main() {
 
     // Each partition's progress within Kafka's default metadata budget.
     let tracker: Arc<Pipeline> = Arc::new(Tracker::builder().progress(4096).build());
-    let consumer: BaseConsumer<HandOffContext> = ClientConfig::new()
+    let context = HandOffContext::wrap(Announce, tracker.clone(), Duration::from_secs(5));
+    let consumer: BaseConsumer<Context> = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
         .set("group.id", &group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "range")
-        .create_with_context(HandOffContext::new(tracker.clone(), Duration::from_secs(5)))
+        .create_with_context(context)
         .expect("consumer");
     consumer.subscribe(&[&source]).expect("subscribe");
-    let producer: Arc<
-        ThreadedProducer<TrackingContext<TopicPartition, i64, inflight::mode::Progress>>,
-    > = Arc::new(
+    let producer: Arc<ThreadedProducer<TrackingContext<TopicPartition, i64, Progress>>> = Arc::new(
         ClientConfig::new()
             .set("bootstrap.servers", &brokers)
             .set("acks", "all")
@@ -84,6 +131,8 @@ fn main() {
                         match producer.send(record) {
                             Ok(()) => break,
                             Err((e, back)) if inflight_rdkafka::producer::is_queue_full(&e) => {
+                                // Room comes as deliveries complete (the
+                                // producer's own thread serves them).
                                 record = back;
                                 std::thread::sleep(Duration::from_millis(1));
                             }
@@ -104,7 +153,13 @@ fn main() {
     let (mut consumed, mut skipped) = (0_u64, 0_u64);
     while started.elapsed() < Duration::from_secs(seconds) {
         if let Some(message) = consumer.poll(Duration::from_millis(20)) {
-            let message = message.expect("consume");
+            let message = match message {
+                Ok(message) => message,
+                Err(e) => {
+                    eprintln!("consume: {e}"); // librdkafka retries on its own
+                    continue;
+                }
+            };
             let partition = TopicPartition::new(message.topic(), message.partition());
             if consumer.context().is_done(&partition, message.offset()) {
                 skipped += 1; // done before this consumer had the partition
@@ -135,31 +190,45 @@ fn main() {
                     // was sent: it is on its way already.
                     Err(SendError::OutOfOrder(..)) => skipped += 1,
                     // `Closed` cannot happen: only the clean stop closes.
-                    Err(e) => panic!("tracker: {e}"),
+                    Err(e) => eprintln!("tracker: {e}"),
                 }
             }
         }
         if last_commit.elapsed() >= Duration::from_millis(100) {
-            if let Err(e) = commit_progress(&consumer, &tracker, CommitMode::Async) {
+            // A commit that fails (here or in its callback) is made
+            // again at the next call.
+            if let Err(e) = commit_progress(&consumer, CommitMode::Async) {
                 eprintln!("commit: {e}");
             }
             last_commit = Instant::now();
         }
     }
 
-    // Clean stop: let every record deliver, commit it all, leave the group.
+    // Clean stop: let every record deliver, commit it all, leave the group
+    // (the revocation hands the partitions off).
     drop(jobs);
     for worker in workers {
         worker.join().expect("a worker");
     }
-    producer.flush(Duration::from_secs(30)).expect("flush");
-    tracker
-        .drain(Duration::from_secs(30))
-        .expect("everything delivered");
-    commit_progress(&consumer, &tracker, CommitMode::Sync).expect("final commit");
+    if let Err(e) = producer.flush(Duration::from_secs(30)) {
+        eprintln!("flush: {e}");
+    }
+    if let Err(e) = tracker.drain(Duration::from_secs(30)) {
+        eprintln!("not everything delivered: {e} (redone after a restart)");
+    }
+    if let Err(e) = commit_progress(&consumer, CommitMode::Sync) {
+        eprintln!("final commit: {e} (redone after a restart)");
+    }
+    consumer.unsubscribe();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while consumer.assignment().is_ok_and(|a| a.count() > 0) && Instant::now() < deadline {
+        consumer.poll(Duration::from_millis(50));
+    }
     let (delivered, failed, _) = producer.context().counts();
+    let context = consumer.context();
     println!(
-        "pipeline: {consumed} consumed, {skipped} skipped as done, {delivered} delivered, {failed} failed, errors {:?}",
-        consumer.context().errors()
+        "pipeline: {consumed} consumed, {skipped} skipped as done, {delivered} delivered, {failed} failed, {} commits failed (and made again), errors {:?}",
+        context.commit_failures(),
+        context.errors()
     );
 }

@@ -1,52 +1,27 @@
-//! The consumer side: progress committed with its metadata, read back on
-//! assignment, and the clean hand-off when a rebalance revokes partitions.
+//! The consumer side: partitions and commit points, progress committed
+//! with its metadata and read back on assignment.
 //!
-//! The tracker is a progress tracker over [`TopicPartition`]s and Kafka's
-//! `i64` offsets: each consumed record is sent to it (in offset order per
-//! partition, as a consumer reads them) and acked when processed (or when
-//! its output is delivered, see [`crate::producer`]).
+//! The tracker is a progress tracker (or a watermark tracker) over
+//! [`TopicPartition`]s and Kafka's `i64` offsets: each consumed record is
+//! sent to it (in offset order per partition, as a consumer reads them)
+//! and acked when processed (or when its output is delivered, see
+//! [`crate::producer`]). [`HandOffContext`](crate::HandOffContext) runs
+//! the commits and the rebalances; this module holds what they are made
+//! of, for a consumer that does its own.
 //!
-//! ```no_run
-//! use std::sync::Arc;
-//! use std::time::Duration;
-//! use inflight::Tracker;
-//! use inflight_rdkafka::{commit_progress, HandOffContext, TopicPartition};
-//! use rdkafka::config::ClientConfig;
-//! use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-//! use rdkafka::Message;
-//!
-//! let tracker = Arc::new(Tracker::<TopicPartition, i64>::builder().progress(4096).build());
-//! let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5));
-//! let consumer: BaseConsumer<HandOffContext> = ClientConfig::new()
-//!     .set("bootstrap.servers", "127.0.0.1:9092")
-//!     .set("group.id", "pipeline")
-//!     .set("enable.auto.commit", "false")
-//!     .set("enable.auto.offset.store", "false")
-//!     .create_with_context(context)
-//!     .expect("consumer");
-//! consumer.subscribe(&["source"]).expect("subscribe");
-//! loop {
-//!     if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
-//!         let partition = TopicPartition::new(message.topic(), message.partition());
-//!         if consumer.context().is_done(&partition, message.offset()) {
-//!             continue; // done before a restart or a rebalance
-//!         }
-//!         let ticket = tracker.send(partition, message.offset()).expect("in order, in budget");
-//!         // ... process it, then:
-//!         tracker.ack(ticket).expect("a live ticket");
-//!     }
-//!     commit_progress(&consumer, &tracker, CommitMode::Async).expect("commit");
-//! }
-//! ```
+//! Each call says which offset convention it uses: **next to read**
+//! (Kafka's committed offset, [`Progress::next`]) or **last done**
+//! (`committable()`, a flush, `Revoked::committable`: Kafka wants it
+//! `+ 1`).
 
-use inflight::{Progress, ProgressTracker};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use inflight::mode::{self, Watermarked};
+use inflight::{Progress, Revoked, Tracker, WatermarkTracker};
+use rdkafka::consumer::{Consumer, ConsumerContext};
 use rdkafka::error::KafkaResult;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::ClientContext;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList, TopicPartitionListElem};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A partition of a topic: the tracker's partition key on the consumer
@@ -94,27 +69,106 @@ pub fn commit_list(
     Ok(list)
 }
 
-/// Commits what changed since the last call (see
-/// [`Tracker::progress`]): each changed partition's `next()` with its
-/// encoded progress as metadata. Returns how many partitions it committed
-/// (none: nothing is sent). On an error the progress taken is not
-/// committed; it is reported again only once it changes, so commit with
-/// [`CommitMode::Sync`] where that matters (the hand-off does).
-pub fn commit_progress<C>(
-    consumer: &impl Consumer<C>,
-    tracker: &ProgressTracker<TopicPartition, i64>,
-    mode: CommitMode,
-) -> KafkaResult<usize>
-where
-    C: ConsumerContext,
-{
-    let progress = tracker.progress();
-    if progress.is_empty() {
+/// The tracker modes whose commit points the glue commits: progress
+/// trackers ([`mode::Progress`]: `next()` with its `encode()`d progress as
+/// metadata) and watermark trackers ([`mode::Watermarks`]: `committable()`
+/// `+ 1`, no metadata). Either way a commit point is a [`Progress`], in
+/// Kafka's convention (**next to read**).
+pub trait Resumable: Watermarked + Sized {
+    /// The commit points that changed since the last call: for a progress
+    /// tracker [`Tracker::progress`] as it is; for a watermark tracker
+    /// [`Tracker::committable`] (**last done**) `+ 1`, with nothing done
+    /// beyond it. Each change is handed out once.
+    fn changes(tracker: &Tracker<TopicPartition, i64, Self>) -> HashMap<TopicPartition, Progress>;
+
+    /// The commit point a [`revoke`](Tracker::revoke) handed over, if this
+    /// mode commits it: a watermark tracker's `Revoked::committable`
+    /// (**last done**) `+ 1`; none for a progress tracker, whose last
+    /// `progress()` already covers it (with its metadata).
+    fn revoked(revoked: &Revoked<i64>) -> Option<Progress>;
+}
+
+impl Resumable for mode::Progress {
+    fn changes(tracker: &Tracker<TopicPartition, i64, Self>) -> HashMap<TopicPartition, Progress> {
+        tracker.progress()
+    }
+
+    fn revoked(_: &Revoked<i64>) -> Option<Progress> {
+        None
+    }
+}
+
+impl Resumable for mode::Watermarks {
+    fn changes(tracker: &Tracker<TopicPartition, i64, Self>) -> HashMap<TopicPartition, Progress> {
+        watermark_points(tracker.committable())
+    }
+
+    fn revoked(revoked: &Revoked<i64>) -> Option<Progress> {
+        revoked.committable.and_then(next_after)
+    }
+}
+
+/// **Last done** `last` as Kafka's commit point, **next to read**.
+fn next_after(last: i64) -> Option<Progress> {
+    u64::try_from(last).ok()?.checked_add(1).map(Progress::at)
+}
+
+/// A watermark tracker's `committable()` (**last done**) as commit points
+/// (**next to read**, `+ 1`).
+fn watermark_points(last_done: HashMap<TopicPartition, i64>) -> HashMap<TopicPartition, Progress> {
+    last_done
+        .into_iter()
+        .filter_map(|(partition, last)| Some((partition, next_after(last)?)))
+        .collect()
+}
+
+/// Stores each partition's watermark with `store_offsets`, for the
+/// auto-commit pattern (`enable.auto.commit=true`,
+/// `enable.auto.offset.store=false`): librdkafka then commits what is
+/// stored, and retries on its own. Takes [`Tracker::committable`] (**last
+/// done**) and stores it `+ 1` (**next to read**, Kafka's convention).
+/// Returns how many partitions it stored. An error means a partition was
+/// not assigned to this consumer (any more): its watermark is not stored,
+/// and its next owner starts from the last commit (records redone, never
+/// skipped).
+///
+/// ```no_run
+/// use inflight::{Tracker, WatermarkTracker};
+/// use inflight_rdkafka::{consumer::store_watermarks, TopicPartition};
+/// use rdkafka::config::ClientConfig;
+/// use rdkafka::consumer::{BaseConsumer, Consumer};
+/// use rdkafka::Message;
+/// use std::time::Duration;
+///
+/// let tracker: WatermarkTracker<TopicPartition, i64> = Tracker::builder().watermarks().build();
+/// let consumer: BaseConsumer = ClientConfig::new()
+///     .set("bootstrap.servers", "127.0.0.1:9092")
+///     .set("group.id", "pipeline")
+///     .set("enable.auto.commit", "true")         // librdkafka commits what is stored...
+///     .set("enable.auto.offset.store", "false")  // ...and only what the tracker says is done
+///     .create()
+///     .expect("consumer");
+/// consumer.subscribe(&["source"]).expect("subscribe");
+/// loop {
+///     if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+///         let partition = TopicPartition::new(message.topic(), message.partition());
+///         let ticket = tracker.send(partition, message.offset()).expect("room");
+///         // ... process it (on another thread, out of order), then:
+///         tracker.ack(ticket).expect("a live ticket");
+///     }
+///     store_watermarks(&consumer, &tracker).expect("stored");
+/// }
+/// ```
+pub fn store_watermarks<K: ConsumerContext>(
+    consumer: &impl Consumer<K>,
+    tracker: &WatermarkTracker<TopicPartition, i64>,
+) -> KafkaResult<usize> {
+    let points = watermark_points(tracker.committable());
+    if points.is_empty() {
         return Ok(0);
     }
-    let list = commit_list(&progress)?;
-    consumer.commit(&list, mode)?;
-    Ok(progress.len())
+    consumer.store_offsets(&commit_list(&points)?)?;
+    Ok(points.len())
 }
 
 /// Reads back the committed offset and metadata of each of `partitions`:
@@ -144,12 +198,7 @@ pub fn progress_of(committed: &TopicPartitionList) -> HashMap<TopicPartition, Pr
         let Ok(next) = u64::try_from(offset) else {
             continue;
         };
-        // rdkafka's accessor panics on metadata that is not UTF-8: treat it
-        // as none.
-        let metadata = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            element.metadata().to_owned()
-        }))
-        .unwrap_or_default();
+        let metadata = metadata_of(&element);
         let progress = Progress::decode(next, &metadata).unwrap_or_else(|_| Progress::at(next));
         out.insert(
             TopicPartition::new(element.topic(), element.partition()),
@@ -159,11 +208,20 @@ pub fn progress_of(committed: &TopicPartitionList) -> HashMap<TopicPartition, Pr
     out
 }
 
+/// An element's metadata; none where it is not UTF-8 (rdkafka's accessor
+/// panics on that).
+pub(crate) fn metadata_of(element: &TopicPartitionListElem<'_>) -> String {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        element.metadata().to_owned()
+    }))
+    .unwrap_or_default()
+}
+
 /// What was done in the partitions this consumer was assigned, read from
 /// their commits: skip a record that [`is_done`](Self::is_done).
 #[derive(Debug, Default, Clone)]
 pub struct Resume {
-    progress: HashMap<TopicPartition, Progress>,
+    pub(crate) progress: HashMap<TopicPartition, Progress>,
 }
 
 impl Resume {
@@ -184,136 +242,13 @@ impl Resume {
     }
 }
 
-/// A consumer context that runs the clean hand-off on revocation and reads
-/// progress back on assignment:
-///
-/// - **revoked** partitions: a bounded
-///   [`drain_partition`](Tracker::drain_partition) of each (records still
-///   in flight after `drain_timeout` are redone by the next owner, never
-///   lost), then a synchronous [`commit_progress`] (the drained progress,
-///   and whatever else changed), then [`revoke`](Tracker::revoke) of each,
-///   so late acks of their records answer `Revoked` and change nothing;
-/// - **assigned** partitions: [`committed_progress`] into the context's
-///   [`Resume`], which the processing loop asks before it handles a record.
-///
-/// Errors (a commit that fails, a drain that times out) are counted in
-/// [`HandOffContext::errors`]: the callback cannot return them, and the
-/// next owner then redoes the records, which is safe.
-pub struct HandOffContext {
-    tracker: Arc<ProgressTracker<TopicPartition, i64>>,
-    drain_timeout: Duration,
-    resume: Mutex<Resume>,
-    errors: Mutex<Vec<String>>,
-}
-
-impl HandOffContext {
-    /// A context handing off `tracker`'s partitions, waiting at most
-    /// `drain_timeout` for each revoked partition's records.
-    pub fn new(
-        tracker: Arc<ProgressTracker<TopicPartition, i64>>,
-        drain_timeout: Duration,
-    ) -> Self {
-        Self {
-            tracker,
-            drain_timeout,
-            resume: Mutex::new(Resume::default()),
-            errors: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The tracker.
-    pub fn tracker(&self) -> &Arc<ProgressTracker<TopicPartition, i64>> {
-        &self.tracker
-    }
-
-    /// Whether `offset` of `partition` was done before the partition was
-    /// assigned here (see [`Resume::is_done`]): skip it.
-    pub fn is_done(&self, partition: &TopicPartition, offset: i64) -> bool {
-        self.resume
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_done(partition, offset)
-    }
-
-    /// What was done in the partitions assigned so far (a snapshot).
-    pub fn resume(&self) -> Resume {
-        self.resume
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The errors met in rebalance callbacks, oldest first, taken.
-    pub fn errors(&self) -> Vec<String> {
-        std::mem::take(&mut *self.errors.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    fn error(&self, what: String) {
-        self.errors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(what);
-    }
-
-    fn hand_off(&self, consumer: &BaseConsumer<Self>, revoked: &TopicPartitionList) {
-        let partitions: Vec<TopicPartition> = revoked
-            .elements()
-            .iter()
-            .map(|e| TopicPartition::new(e.topic(), e.partition()))
-            .collect();
-        for partition in &partitions {
-            if let Err(e) = self.tracker.drain_partition(partition, self.drain_timeout) {
-                self.error(format!("drain of {partition:?}: {e}"));
-            }
-        }
-        if let Err(e) = commit_progress(consumer, &self.tracker, CommitMode::Sync) {
-            self.error(format!("final commit: {e}"));
-        }
-        for partition in &partitions {
-            let _ = self.tracker.revoke(partition);
-        }
-        let mut resume = self.resume.lock().unwrap_or_else(PoisonError::into_inner);
-        for partition in &partitions {
-            resume.progress.remove(partition);
-        }
-    }
-
-    fn take_over(&self, consumer: &BaseConsumer<Self>, assigned: &TopicPartitionList) {
-        match committed_progress(consumer, assigned, Duration::from_secs(10)) {
-            Ok(progress) => self
-                .resume
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .progress
-                .extend(progress),
-            Err(e) => self.error(format!("reading committed progress: {e}")),
-        }
-    }
-}
-
-impl ClientContext for HandOffContext {}
-
-impl ConsumerContext for HandOffContext {
-    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(revoked) = rebalance {
-            self.hand_off(consumer, revoked);
-        }
-    }
-
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(assigned) = rebalance {
-            self.take_over(consumer, assigned);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn progress_goes_into_the_commit_list_and_back() {
-        let tracker: ProgressTracker<TopicPartition, i64> =
+        let tracker: inflight::ProgressTracker<TopicPartition, i64> =
             inflight::Tracker::builder().progress(4096).build();
         let a = TopicPartition::new("source", 0);
         let b = TopicPartition::new("source", 3);

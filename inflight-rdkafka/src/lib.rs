@@ -8,16 +8,25 @@
 //!   failed for good. For `ThreadedProducer` and `BaseProducer`; with a
 //!   `FutureProducer`, [`resolve_delivery`] resolves the ticket from the
 //!   delivery's result.
-//! - **Consumer side** ([`consumer`]): partitions are [`TopicPartition`]s
-//!   and offsets Kafka's `i64`s, on a progress tracker
-//!   ([`inflight::Builder::progress`]). [`commit_progress`] commits what
-//!   changed, each partition's offset `next()` with its progress
-//!   `encode()`d as the commit's metadata; [`committed_progress`] reads
-//!   both back on assignment, so a restart skips what was done
-//!   ([`Resume::is_done`]); and [`HandOffContext`] runs the clean hand-off
-//!   when a rebalance revokes partitions: a bounded `drain_partition`,
-//!   then the final commit, then `revoke`, before the partitions are given
-//!   up.
+//! - **Consumer side** ([`hand_off`], [`consumer`], [`commits`]):
+//!   partitions are [`TopicPartition`]s and offsets Kafka's `i64`s, on a
+//!   progress tracker ([`inflight::Builder::progress`]) or a watermark
+//!   tracker. [`HandOffContext`] is the consumer's context:
+//!   [`commit_progress`] commits what changed (a progress tracker's
+//!   `next()` with its progress `encode()`d as the commit's metadata; a
+//!   watermark tracker's `committable() + 1`) and keeps each commit point
+//!   until the broker confirms it, so a failed commit is made again
+//!   ([`Commits`]); on assignment it reads the committed progress back, so
+//!   a restart skips what was done ([`HandOffContext::is_done`]); and when
+//!   a rebalance revokes partitions it runs the clean hand-off: a bounded
+//!   `drain_partition`, the final commit, then `revoke`, before the
+//!   partitions are given up. Progress is kept in the group commit's
+//!   metadata or, for brokers that return none, in a compacted topic
+//!   ([`store`]). [`store_watermarks`] serves the
+//!   `store_offsets` + auto-commit pattern instead.
+//! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
+//!   wrap a context of yours (`wrap`) and pass it every callback they do
+//!   not own; [`OnRebalance`] takes your rebalance callbacks.
 //!
 //! A consume → process → produce pipeline uses both on one tracker: each
 //! consumed record is sent to the tracker under its source partition and
@@ -45,10 +54,12 @@
 //! [`TrackingContext`]: producer::TrackingContext
 //! [`resolve_delivery`]: producer::resolve_delivery
 //! [`TopicPartition`]: consumer::TopicPartition
-//! [`commit_progress`]: consumer::commit_progress
-//! [`committed_progress`]: consumer::committed_progress
-//! [`Resume::is_done`]: consumer::Resume::is_done
-//! [`HandOffContext`]: consumer::HandOffContext
+//! [`commit_progress`]: hand_off::commit_progress
+//! [`store_watermarks`]: consumer::store_watermarks
+//! [`Commits`]: commits::Commits
+//! [`HandOffContext`]: hand_off::HandOffContext
+//! [`HandOffContext::is_done`]: hand_off::HandOffContext::is_done
+//! [`OnRebalance`]: hand_off::OnRebalance
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -59,8 +70,14 @@ compile_error!(
      delivery opaque, which needs a 64-bit target"
 );
 
+pub mod commits;
 pub mod consumer;
+pub mod hand_off;
 pub mod producer;
+pub mod store;
 
-pub use consumer::{commit_progress, committed_progress, HandOffContext, Resume, TopicPartition};
+pub use commits::Commits;
+pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, TopicPartition};
+pub use hand_off::{commit_progress, HandOffContext, OnRebalance};
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
+pub use store::{GroupCommitStore, ProgressStore, TopicStore};

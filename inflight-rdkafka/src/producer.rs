@@ -28,10 +28,13 @@
 
 use inflight::mode::{Barrier, Mode};
 use inflight::{ResolveError, Ticket, Tracker};
-use rdkafka::client::ClientContext;
+use rdkafka::client::{ClientContext, OAuthToken};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
-use rdkafka::producer::{DeliveryResult, ProducerContext};
+use rdkafka::producer::{DefaultProducerContext, DeliveryResult, Partitioner, ProducerContext};
+use rdkafka::statistics::Statistics;
 use rdkafka::util::IntoOpaque;
+use std::error::Error;
 use std::ffi::c_void;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +78,13 @@ impl TicketOpaque {
     }
 }
 
+/// What a wrapped context's `delivery` gets when its opaque is `()`
+/// (rdkafka's `DefaultProducerContext`, and most contexts): nothing, since
+/// the ticket occupies the opaque.
+impl From<TicketOpaque> for () {
+    fn from(_: TicketOpaque) -> Self {}
+}
+
 impl IntoOpaque for TicketOpaque {
     fn into_ptr(self) -> *mut c_void {
         // A 64-bit target (see the crate root): the value fits the address.
@@ -92,18 +102,73 @@ impl IntoOpaque for TicketOpaque {
 /// failed for good (librdkafka retries before it reports). Counts both, and
 /// tickets that would not resolve (never expected: a ticket travels with
 /// one record).
-pub struct TrackingContext<P, O, M: Mode = Barrier> {
+///
+/// It wraps a context of yours, `C` (rdkafka's `DefaultProducerContext`
+/// unless you [`wrap`](Self::wrap) one), and every callback it does not
+/// own goes to yours: `log`, `stats`, `stats_raw`, `error`,
+/// `generate_oauth_token` (and `ENABLE_REFRESH_OAUTH_TOKEN`), and
+/// `get_custom_partitioner`. `delivery` resolves the ticket **first**, then
+/// calls yours with the same result, so your callback sees the tracker
+/// already updated. The ticket occupies rdkafka's delivery opaque: yours
+/// gets `C::DeliveryOpaque::from(TicketOpaque)`, which is `()` for a
+/// context whose opaque is `()` and the ticket itself for one whose opaque
+/// is [`TicketOpaque`].
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use inflight::Tracker;
+/// use inflight_rdkafka::TrackingContext;
+/// use rdkafka::client::ClientContext;
+/// use rdkafka::config::ClientConfig;
+/// use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
+///
+/// /// A context of your own: it keeps its callbacks.
+/// struct Logging;
+/// impl ClientContext for Logging {
+///     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+///         eprintln!("producer: {error}: {reason}");
+///     }
+/// }
+/// impl ProducerContext for Logging {
+///     type DeliveryOpaque = ();
+///     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+///         if let Err((error, _)) = result {
+///             eprintln!("not delivered: {error}");
+///         }
+///     }
+/// }
+///
+/// let tracker = Arc::new(Tracker::<u32, u64>::new());
+/// let producer: ThreadedProducer<TrackingContext<u32, u64, inflight::mode::Barrier, Logging>> =
+///     ClientConfig::new()
+///         .set("bootstrap.servers", "127.0.0.1:9092")
+///         .create_with_context(TrackingContext::wrap(Logging, tracker.clone()))
+///         .expect("producer");
+/// ```
+pub struct TrackingContext<P, O, M: Mode = Barrier, C = DefaultProducerContext> {
     tracker: Arc<Tracker<P, O, M>>,
+    inner: C,
     delivered: AtomicU64,
     failed: AtomicU64,
     unresolved: AtomicU64,
 }
 
 impl<P, O, M: Mode> TrackingContext<P, O, M> {
-    /// A context resolving the tickets of `tracker`.
+    /// A context resolving the tickets of `tracker`, around rdkafka's
+    /// `DefaultProducerContext`.
     pub fn new(tracker: Arc<Tracker<P, O, M>>) -> Self {
+        Self::wrap(DefaultProducerContext, tracker)
+    }
+}
+
+impl<P, O, M: Mode, C> TrackingContext<P, O, M, C> {
+    /// A context resolving the tickets of `tracker` around `inner`, your
+    /// context: its callbacks still run (see the type's docs for which and
+    /// in what order).
+    pub fn wrap(inner: C, tracker: Arc<Tracker<P, O, M>>) -> Self {
         Self {
             tracker,
+            inner,
             delivered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             unresolved: AtomicU64::new(0),
@@ -113,6 +178,11 @@ impl<P, O, M: Mode> TrackingContext<P, O, M> {
     /// The tracker whose tickets it resolves.
     pub fn tracker(&self) -> &Arc<Tracker<P, O, M>> {
         &self.tracker
+    }
+
+    /// The context it wraps.
+    pub fn inner(&self) -> &C {
+        &self.inner
     }
 
     /// Deliveries reported: `(delivered, failed, tickets that did not
@@ -127,17 +197,44 @@ impl<P, O, M: Mode> TrackingContext<P, O, M> {
     }
 }
 
-impl<P, O, M: Mode> ClientContext for TrackingContext<P, O, M>
+impl<P, O, M: Mode, C: ClientContext> ClientContext for TrackingContext<P, O, M, C>
 where
     P: Send + Sync,
     O: Send + Sync,
 {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = C::ENABLE_REFRESH_OAUTH_TOKEN;
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        self.inner.log(level, fac, log_message);
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        self.inner.stats(statistics);
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.inner.stats_raw(statistics);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.inner.error(error, reason);
+    }
+
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn Error>> {
+        self.inner.generate_oauth_token(oauthbearer_config)
+    }
 }
 
-impl<P, O, M: Mode> ProducerContext for TrackingContext<P, O, M>
+impl<P, O, M: Mode, C, Part> ProducerContext<Part> for TrackingContext<P, O, M, C>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
+    C: ProducerContext<Part>,
+    C::DeliveryOpaque: From<TicketOpaque>,
+    Part: Partitioner,
 {
     type DeliveryOpaque = TicketOpaque;
 
@@ -156,6 +253,11 @@ where
         if resolved.is_err() {
             self.unresolved.fetch_add(1, Ordering::Relaxed);
         }
+        self.inner.delivery(result, ticket.into());
+    }
+
+    fn get_custom_partitioner(&self) -> Option<&Part> {
+        self.inner.get_custom_partitioner()
     }
 }
 
@@ -232,5 +334,79 @@ mod tests {
         let committable = tracker.committable_with_stats();
         assert_eq!(committable.offsets.get(&1), Some(&7));
         assert_eq!(committable.stopped, vec![2]);
+    }
+
+    /// A context of the user's: counts what reaches it.
+    #[derive(Default)]
+    struct Counting {
+        deliveries: AtomicU64,
+        errors: AtomicU64,
+        stats: AtomicU64,
+        /// Tickets still in flight when the delivery reached the user's
+        /// callback.
+        in_flight_seen: std::sync::Mutex<Vec<usize>>,
+        tracker: std::sync::OnceLock<Arc<Tracker<u32, u64>>>,
+    }
+
+    impl ClientContext for Counting {
+        fn error(&self, _: KafkaError, _: &str) {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        fn stats_raw(&self, _: &[u8]) {
+            self.stats.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl ProducerContext for Counting {
+        type DeliveryOpaque = ();
+        fn delivery(&self, _: &DeliveryResult<'_>, _: ()) {
+            self.deliveries.fetch_add(1, Ordering::Relaxed);
+            let in_flight = self.tracker.get().map_or(usize::MAX, |t| t.in_flight());
+            self.in_flight_seen.lock().unwrap().push(in_flight);
+        }
+    }
+
+    #[test]
+    fn the_wrapped_contexts_callbacks_still_run_after_the_ticket_resolves() {
+        use rdkafka::config::ClientConfig;
+        use rdkafka::mocking::MockCluster;
+        use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+        use std::time::Duration;
+
+        // librdkafka's in-process mock cluster: no broker needed.
+        let cluster = MockCluster::new(1).unwrap();
+        cluster.create_topic("sink", 1, 1).unwrap();
+        let tracker = Arc::new(Tracker::<u32, u64>::new());
+        let user = Counting::default();
+        user.tracker.set(tracker.clone()).ok().unwrap();
+        let producer: ThreadedProducer<TrackingContext<u32, u64, Barrier, Counting>> =
+            ClientConfig::new()
+                .set("bootstrap.servers", cluster.bootstrap_servers())
+                .set("statistics.interval.ms", "10")
+                .create_with_context(TrackingContext::wrap(user, tracker.clone()))
+                .unwrap();
+        for offset in 0..5 {
+            let ticket = tracker.send(0, offset).unwrap();
+            let record = BaseRecord::<(), str, TicketOpaque>::with_opaque_to("sink", ticket.into())
+                .payload("v");
+            producer.send(record).map_err(|(e, _)| e).unwrap();
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+        assert_eq!(producer.context().counts(), (5, 0, 0));
+        let user = producer.context().inner();
+        assert_eq!(
+            user.deliveries.load(Ordering::Relaxed),
+            5,
+            "the user's delivery ran"
+        );
+        // Each ticket was resolved before the user's callback saw it: the
+        // last call saw nothing in flight.
+        assert_eq!(user.in_flight_seen.lock().unwrap().last(), Some(&0));
+        // The other callbacks: called as rdkafka would.
+        let context = producer.context();
+        context.error(KafkaError::Canceled, "test");
+        context.stats_raw(b"{}");
+        assert_eq!(user.errors.load(Ordering::Relaxed), 1);
+        assert!(user.stats.load(Ordering::Relaxed) >= 1);
     }
 }

@@ -228,7 +228,7 @@ fn progress_is_committed_and_read_back() {
         eprintln!("note: the broker returned no commit metadata; progress fell back to the offset");
     }
     assert!(
-        commit_progress(&consumer, &tracker, CommitMode::Sync).unwrap() == 0,
+        commit_progress(&consumer, CommitMode::Sync).unwrap() == 0,
         "no change"
     );
 }

@@ -1,0 +1,466 @@
+//! Against librdkafka's in-process mock cluster (no broker to start): the
+//! wrapped context's callbacks run, in the documented order; a failed
+//! commit's progress is committed again; a rebalance hands off; a topic
+//! store keeps progress where the group commit does not.
+//!
+//! Every wait is a poll loop on the condition, with a deadline.
+
+use inflight::mode::Watermarks;
+use inflight::{Progress, ProgressTracker, Tracker, WatermarkTracker};
+use inflight_rdkafka::consumer::store_watermarks;
+use inflight_rdkafka::{
+    commit_progress, HandOffContext, OnRebalance, ProgressStore, Resumable, TopicPartition,
+    TopicStore,
+};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaResult;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use rdkafka::{ClientContext, Message};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A user's context: records what reaches it.
+#[derive(Default)]
+struct Recording {
+    events: Mutex<Vec<String>>,
+}
+
+impl Recording {
+    fn push(&self, event: String) {
+        self.events.lock().unwrap().push(event);
+    }
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+impl ClientContext for Recording {}
+
+impl ConsumerContext for Recording {
+    fn commit_callback(&self, result: KafkaResult<()>, _: &TopicPartitionList) {
+        self.push(format!(
+            "commit {}",
+            if result.is_ok() { "ok" } else { "failed" }
+        ));
+    }
+}
+
+fn kind(rebalance: &Rebalance<'_>) -> &'static str {
+    match rebalance {
+        Rebalance::Assign(_) => "assign",
+        Rebalance::Revoke(_) => "revoke",
+        Rebalance::Error(_) => "error",
+    }
+}
+
+impl OnRebalance for Recording {
+    fn pre_rebalance<M: Resumable>(
+        &self,
+        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        let in_flight = consumer.context().tracker().in_flight();
+        self.push(format!("pre {} in_flight={in_flight}", kind(rebalance)));
+    }
+
+    fn post_rebalance<M: Resumable>(
+        &self,
+        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        let context = consumer.context();
+        let partition = TopicPartition::new("source", 0);
+        let done = (
+            context.is_done(&partition, 3),
+            context.is_done(&partition, 4),
+        );
+        self.push(format!("post {} done(3, 4)={done:?}", kind(rebalance)));
+    }
+}
+
+fn cluster() -> MockCluster<'static, DefaultProducerContext> {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("source", 1, 1).unwrap();
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .create()
+        .unwrap();
+    for i in 0..10 {
+        let payload = i.to_string();
+        producer
+            .send(
+                BaseRecord::<(), str>::to("source")
+                    .partition(0)
+                    .payload(&payload),
+            )
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    cluster
+}
+
+fn consumer<M: Resumable, C: OnRebalance>(
+    cluster: &MockCluster<'static, DefaultProducerContext>,
+    context: HandOffContext<M, C>,
+) -> BaseConsumer<HandOffContext<M, C>> {
+    ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", "group")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .create_with_context(context)
+        .unwrap()
+}
+
+/// Polls `consumer` until `done` holds (a deadline of 30 s), handing each
+/// message to `each`.
+#[track_caller]
+fn poll_until<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+    mut done: impl FnMut(&BaseConsumer<C>) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let caller = std::panic::Location::caller();
+    while !done(consumer) {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met in 30 s at {caller}"
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(20)) {
+            each(&message.unwrap());
+        }
+    }
+}
+
+#[test]
+fn a_failed_commit_is_committed_again_and_the_users_callback_sees_both() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::wrap(
+        Recording::default(),
+        tracker.clone(),
+        Duration::from_secs(5),
+    );
+    let consumer = consumer(&cluster, context);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    consumer.subscribe(&["source"]).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    let mut stuck = None;
+    let seen = std::cell::Cell::new(0);
+    poll_until(
+        &consumer,
+        |message| {
+            let ticket = tracker.send(partition.clone(), message.offset()).unwrap();
+            if message.offset() == 3 {
+                stuck = Some(ticket);
+            } else {
+                tracker.ack(ticket).unwrap();
+            }
+            seen.set(seen.get() + 1);
+        },
+        |_| seen.get() == 10,
+    );
+    // The next commit fails at the broker.
+    cluster.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE],
+    );
+    assert_eq!(commit_progress(&consumer, CommitMode::Async).unwrap(), 1);
+    let context = consumer.context();
+    poll_until(&consumer, |_| {}, |c| c.context().commit_failures() == 1);
+    assert_eq!(context.commits().unconfirmed(), 1);
+    // Nothing changed on the tracker, and the failed progress goes out again.
+    assert_eq!(commit_progress(&consumer, CommitMode::Async).unwrap(), 1);
+    poll_until(
+        &consumer,
+        |_| {},
+        |c| c.context().commits().unconfirmed() == 0,
+    );
+    assert_eq!(commit_progress(&consumer, CommitMode::Async).unwrap(), 0);
+    assert_eq!(
+        context.inner().events()[2..],
+        ["commit failed", "commit ok"],
+        "after the assignment's"
+    );
+    let committed = consumer
+        .committed_offsets(assignment, Duration::from_secs(10))
+        .unwrap();
+    let back = inflight_rdkafka::consumer::progress_of(&committed);
+    assert_eq!(back[&partition].next(), 3);
+    // The metadata came back from the mock cluster: 4 to 9 are done.
+    assert!(back[&partition].is_done(4) && !back[&partition].is_done(3));
+    assert!(stuck.is_some(), "offset 3 was left in flight");
+}
+
+#[test]
+fn a_rebalance_runs_the_users_callbacks_around_the_hand_off() {
+    let cluster = cluster();
+    let first: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    // The drain bound is short: offset 3 never comes.
+    let context = HandOffContext::wrap(
+        Recording::default(),
+        first.clone(),
+        Duration::from_millis(50),
+    );
+    let a = consumer(&cluster, context);
+    a.subscribe(&["source"]).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    let seen = std::cell::Cell::new(0);
+    let mut stuck = None;
+    poll_until(
+        &a,
+        |message| {
+            let ticket = first.send(partition.clone(), message.offset()).unwrap();
+            if message.offset() == 3 {
+                stuck = Some(ticket);
+            } else {
+                first.ack(ticket).unwrap();
+            }
+            seen.set(seen.get() + 1);
+        },
+        |_| seen.get() == 10,
+    );
+    a.unsubscribe();
+    poll_until(&a, |_| {}, |c| c.context().inner().events().len() >= 4);
+    let events = a.context().inner().events();
+    assert_eq!(
+        events[..4],
+        [
+            "pre assign in_flight=0",
+            "post assign done(3, 4)=(false, false)",
+            // Before the hand-off: offset 3 is still tracked (and 4 to 9,
+            // acked, held behind it)...
+            "pre revoke in_flight=7",
+            // ...after it, released.
+            "post revoke done(3, 4)=(false, false)",
+        ]
+    );
+    assert_eq!(first.in_flight(), 0, "the un-drained record was released");
+    let stuck = stuck.unwrap();
+    assert_eq!(first.ack(stuck), Err(inflight::ResolveError::Revoked));
+    let errors = a.context().errors();
+    assert!(
+        errors.len() == 1 && errors[0].contains("drain"),
+        "{errors:?}"
+    );
+    drop(a);
+    // The next owner reads the committed progress back before its own
+    // callback runs: 3 is redone, 4 skipped.
+    let second: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::wrap(Recording::default(), second, Duration::from_millis(50));
+    let b = consumer(&cluster, context);
+    b.subscribe(&["source"]).unwrap();
+    poll_until(&b, |_| {}, |c| !c.context().inner().events().is_empty());
+    let events = b.context().inner().events();
+    assert_eq!(
+        events[..2],
+        [
+            "pre assign in_flight=0",
+            "post assign done(3, 4)=(false, true)"
+        ]
+    );
+}
+
+#[test]
+fn a_watermark_tracker_commits_last_done_plus_one_and_stores_it_too() {
+    let cluster = cluster();
+    let tracker: Arc<WatermarkTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().watermarks().build());
+    let consumer: BaseConsumer<HandOffContext<Watermarks>> = consumer(
+        &cluster,
+        HandOffContext::new(tracker.clone(), Duration::from_secs(1)),
+    );
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    for offset in 0..5 {
+        let ticket = tracker.send(partition.clone(), offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    // Last done 4: Kafka's committed offset is 5.
+    assert_eq!(commit_progress(&consumer, CommitMode::Sync).unwrap(), 1);
+    let committed = consumer
+        .committed_offsets(assignment.clone(), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        committed.find_partition("source", 0).unwrap().offset(),
+        Offset::Offset(5)
+    );
+    // The store + auto-commit pattern: the same convention.
+    for offset in 5..8 {
+        let ticket = tracker.send(partition.clone(), offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    assert_eq!(store_watermarks(&consumer, &tracker).unwrap(), 1);
+    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    let committed = consumer
+        .committed_offsets(assignment, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        committed.find_partition("source", 0).unwrap().offset(),
+        Offset::Offset(8)
+    );
+}
+
+fn store(cluster: &MockCluster<'static, DefaultProducerContext>, group: &str) -> TopicStore {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", cluster.bootstrap_servers());
+    TopicStore::new(&config, "progress-store", group, Duration::from_secs(10)).unwrap()
+}
+
+#[test]
+fn a_topic_store_reads_back_what_it_saved_unless_the_group_is_further() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let store = store(&cluster, "group");
+    let (p0, p1) = (
+        TopicPartition::new("source", 0),
+        TopicPartition::new("source", 1),
+    );
+    let done_past_gap = Progress::decode(10, &{
+        let tracker = Tracker::builder().progress(4096).build();
+        let tickets: Vec<_> = (10..13_u64).map(|o| tracker.send(0, o).unwrap()).collect();
+        for ticket in tickets.into_iter().skip(1) {
+            tracker.ack(ticket).unwrap();
+        }
+        tracker.progress()[&0].encode()
+    })
+    .unwrap();
+    store
+        .save(&HashMap::from([
+            (p0.clone(), Progress::at(5)),
+            (p1.clone(), Progress::at(7)),
+        ]))
+        .unwrap();
+    store
+        .save(&HashMap::from([(p0.clone(), done_past_gap.clone())]))
+        .unwrap();
+    // Another group's points in the same topic are not ours.
+    self::store(&cluster, "other")
+        .save(&HashMap::from([(p0.clone(), Progress::at(99))]))
+        .unwrap();
+    let mut committed = TopicPartitionList::new();
+    committed
+        .add_partition_offset("source", 0, Offset::Invalid)
+        .unwrap();
+    // The group committed past the store for partition 1.
+    committed
+        .add_partition_offset("source", 1, Offset::Offset(9))
+        .unwrap();
+    committed
+        .add_partition_offset("source", 2, Offset::Invalid)
+        .unwrap();
+    let back = store.load(&committed, Duration::from_secs(10)).unwrap();
+    assert_eq!(back.len(), 2, "{back:?}");
+    assert_eq!(back[&p0], done_past_gap, "the last save, metadata and all");
+    assert_eq!(back[&p1], Progress::at(9), "the group's, further on");
+}
+
+#[test]
+fn a_hand_off_context_with_a_topic_store_resumes_from_it() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5))
+        .store(store(&cluster, "group"));
+    let first = consumer(&cluster, context);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    first.assign(&assignment).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    let mut tickets: Vec<_> = (0..10)
+        .map(|o| tracker.send(partition.clone(), o).unwrap())
+        .collect();
+    let _stuck = tickets.remove(3);
+    for ticket in tickets {
+        tracker.ack(ticket).unwrap();
+    }
+    assert_eq!(commit_progress(&first, CommitMode::Sync).unwrap(), 1);
+    assert_eq!(first.context().commits().unconfirmed(), 0);
+    // A consumer of another group, which has no commits: what it knows
+    // comes from the store (kept under "group").
+    let second = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", "another")
+        .set("enable.auto.commit", "false")
+        .create_with_context(
+            HandOffContext::new(
+                Arc::new(Tracker::builder().progress(4096).build()),
+                Duration::from_secs(10),
+            )
+            .store(store(&cluster, "group")),
+        )
+        .unwrap();
+    let second: BaseConsumer<HandOffContext> = second;
+    // The assignment callback, as rdkafka calls it.
+    second
+        .context()
+        .post_rebalance(&second, &Rebalance::Assign(&assignment));
+    assert_eq!(second.context().errors(), Vec::<String>::new());
+    let context = second.context();
+    assert!(!context.is_done(&partition, 3) && context.is_done(&partition, 4));
+}
+
+#[test]
+fn a_save_that_fails_makes_no_group_commit_and_is_made_again() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5))
+        .store(store(&cluster, "group"));
+    let consumer = consumer(&cluster, context);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    for offset in 0..4 {
+        let ticket = tracker.send(partition.clone(), offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    // The store's write fails for good (an error librdkafka does not retry).
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    assert!(commit_progress(&consumer, CommitMode::Sync).is_err());
+    let committed = |consumer: &BaseConsumer<HandOffContext>| {
+        consumer
+            .committed_offsets(assignment.clone(), Duration::from_secs(10))
+            .unwrap()
+            .find_partition("source", 0)
+            .unwrap()
+            .offset()
+    };
+    assert_eq!(committed(&consumer), Offset::Invalid, "no group commit");
+    assert_eq!(consumer.context().commits().unconfirmed(), 1);
+    // Nothing changed on the tracker: the next commit saves and commits it.
+    assert_eq!(commit_progress(&consumer, CommitMode::Sync).unwrap(), 1);
+    assert_eq!(committed(&consumer), Offset::Offset(4));
+    assert_eq!(consumer.context().commits().unconfirmed(), 0);
+}
