@@ -22,7 +22,7 @@ use crate::mode::Mode;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
-use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
+use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendError, Tracker};
 use std::hash::Hash;
 
 /// The most records of a batch that enter a generation in one step.
@@ -33,90 +33,10 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    /// Sends `offsets`, in order, as records of `partition`, pushing each
-    /// record's ticket onto `tickets`; returns how many were sent.
-    ///
-    /// The same as calling [`send`](Self::send) for each offset, and
-    /// cheaper: up to 64 records at a time enter the open generation in one
-    /// atomic step, and only the last of them becomes the partition's
-    /// latest record there. Each ticket still resolves on its own, in any
-    /// order ([`ack_all`](Self::ack_all) resolves many at once). A flush
-    /// begun after `send_batch` returns covers every record it sent; one
-    /// begun during it covers a prefix of them.
-    ///
-    /// At the first offset the tracker refuses, the batch stops: the
-    /// records before it are sent (their tickets are in `tickets`), and the
-    /// error gives back the refused offsets and the iterator's rest, in
-    /// order, so nothing is lost ([`SendBatchError::into_offsets`]). `Full`
-    /// and `OutOfOrder` refuse one offset; `Closed` may refuse up to 64
-    /// that were taken from the iterator together.
-    ///
-    /// On a [progress](crate::Builder::progress) tracker each record is
-    /// checked for order and budget on its own: the batch is a loop of
-    /// sends, with `partition` cloned for each.
-    ///
-    /// Allocates nothing when `tickets` has room (reuse one `Vec`), beyond
-    /// what `send` allocates; the error path allocates its `Vec` of offsets.
-    ///
-    /// ```
-    /// use inflight::{Refused, Tracker};
-    ///
-    /// let tracker = Tracker::with_capacity(3);
-    /// let mut tickets = Vec::new();
-    /// let err = tracker.send_batch(&"orders-0", 10_u64..15, &mut tickets).unwrap_err();
-    /// assert_eq!(tickets.len(), 3); // 10, 11 and 12 are in flight
-    /// assert_eq!(err.reason, Refused::Full);
-    /// assert_eq!(err.into_offsets().collect::<Vec<_>>(), [13, 14]);
-    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(3));
-    /// assert_eq!(tracker.in_flight(), 0);
-    /// ```
-    pub fn send_batch<I>(
-        &self,
-        partition: &P,
-        offsets: I,
-        tickets: &mut Vec<Ticket>,
-    ) -> Result<usize, SendBatchError<O, I::IntoIter>>
-    where
-        I: IntoIterator<Item = O>,
-    {
-        let mut offsets = offsets.into_iter();
-        let mut sent = 0;
-        if M::PROGRESS {
-            for offset in offsets.by_ref() {
-                // User code (`Clone`), before anything is taken.
-                match self.send(partition.clone(), offset) {
-                    Ok(ticket) => {
-                        tickets.push(ticket);
-                        sent += 1;
-                    }
-                    Err(e) => {
-                        let reason = Refused::of(&e);
-                        let (_, offset) = e.into_inner();
-                        return Err(SendBatchError::new(reason, vec![offset], offsets));
-                    }
-                }
-            }
-            return Ok(sent);
-        }
-        loop {
-            match self.send_chunk(partition, &mut offsets, tickets) {
-                Ok(n) => {
-                    sent += n;
-                    if n < CHUNK {
-                        return Ok(sent);
-                    }
-                }
-                Err((reason, unsent)) => {
-                    return Err(SendBatchError::new(reason, unsent, offsets));
-                }
-            }
-        }
-    }
-
     /// Sends up to [`CHUNK`] offsets from `offsets` in one entry; returns
     /// how many (fewer than `CHUNK` only when `offsets` ran out), or the
     /// refusal and the offsets refused (after sending those before them).
-    fn send_chunk(
+    pub(crate) fn send_chunk(
         &self,
         partition: &P,
         offsets: &mut impl Iterator<Item = O>,
@@ -280,69 +200,7 @@ where
         }
     }
 
-    /// Acks every ticket of `tickets`, as [`ack`](Self::ack) each, and
-    /// cheaper: the records leave their generations, give their permits
-    /// back and advance their watermarks once per run rather than once
-    /// each, and waiters are woken once. Returns how many were acked.
-    ///
-    /// Give it the tickets at hand (a `Vec`, a sink's report), not a
-    /// stream that blocks: the counts and permits are settled every 64
-    /// tickets, but waiters (a flush, a drain, a sender waiting for room)
-    /// are woken only when it returns. For tickets that trickle in, use
-    /// [`ack`](Self::ack).
-    ///
-    /// Every ticket is tried: one that cannot be resolved (another
-    /// tracker's, or a revoked partition's) changes nothing and is counted
-    /// in the error, with the first reason, while the others resolve.
-    ///
-    /// ```
-    /// use inflight::{ResolveError, Tracker};
-    ///
-    /// let tracker = Tracker::builder().watermarks().build();
-    /// let mut tickets = Vec::new();
-    /// tracker.send_batch(&"p", 1_u64..=64, &mut tickets).unwrap();
-    /// tickets.reverse(); // any order
-    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(64));
-    /// assert_eq!(tracker.committable().get("p"), Some(&64));
-    ///
-    /// let other = Tracker::<&str, u64>::new();
-    /// let mine = tracker.send("p", 65).unwrap();
-    /// let theirs = other.send("p", 1).unwrap();
-    /// let err = tracker.ack_all([mine, theirs]).unwrap_err();
-    /// assert_eq!((err.resolved, err.refused), (1, 1));
-    /// assert_eq!(err.first, ResolveError::ForeignTracker);
-    /// ```
-    pub fn ack_all<I>(&self, tickets: I) -> Result<usize, ResolveBatchError>
-    where
-        I: IntoIterator<Item = Ticket>,
-    {
-        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Ack)
-    }
-
-    /// Fails every ticket of `tickets`, as [`fail`](Self::fail) each, with
-    /// the savings (but each failure is recorded on its own), the error and
-    /// the advice of [`ack_all`](Self::ack_all): a sink that lost a whole
-    /// batch.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use inflight::{FlushError, Tracker};
-    ///
-    /// let tracker = Tracker::new();
-    /// let mut tickets = Vec::new();
-    /// tracker.send_batch(&"p", [1_u64, 2, 3], &mut tickets).unwrap();
-    /// assert_eq!(tracker.fail_all(tickets), Ok(3));
-    /// let mut flush = tracker.begin_flush().unwrap();
-    /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 3 }));
-    /// ```
-    pub fn fail_all<I>(&self, tickets: I) -> Result<usize, ResolveBatchError>
-    where
-        I: IntoIterator<Item = Ticket>,
-    {
-        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Fail)
-    }
-
-    fn resolve_all(
+    pub(crate) fn resolve_all(
         &self,
         raws: impl Iterator<Item = u64>,
         outcome: Outcome,
@@ -582,7 +440,7 @@ type Why = (Refused, Option<Limit>);
 
 impl Refused {
     /// The batch's refusal for a send's, and the limit that refused it.
-    fn of<P, O>(error: &SendError<P, O>) -> Why {
+    pub(crate) fn of<P, O>(error: &SendError<P, O>) -> Why {
         let reason = match error {
             SendError::Full(..) => Refused::Full,
             SendError::Closed(..) => Refused::Closed,

@@ -36,7 +36,7 @@ use crate::flush::FlushState;
 use crate::mode::Mode;
 use crate::send::Wait;
 use crate::waiter::WakerRegistration;
-use crate::{DrainError, Flush, FlushError, SendError, Ticket, Tracker};
+use crate::{Flush, FlushError, SendError, Ticket, Tracker};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -48,7 +48,7 @@ use std::task::{Context, Poll};
 /// error), or an interrupt arrives (`Interrupted`, consuming it). `pending`
 /// must count only records of sealed generations, whose last resolution
 /// (or a failed one) wakes waiters.
-struct UntilDrained<'t, P, O, M: Mode, F> {
+pub(crate) struct UntilDrained<'t, P, O, M: Mode, F> {
     tracker: &'t Tracker<P, O, M>,
     pending: F,
     /// This task's entry in the tracker's waiter registry, once it has one.
@@ -56,7 +56,7 @@ struct UntilDrained<'t, P, O, M: Mode, F> {
 }
 
 impl<'t, P, O, M: Mode, F> UntilDrained<'t, P, O, M, F> {
-    fn new(tracker: &'t Tracker<P, O, M>, pending: F) -> Self {
+    pub(crate) fn new(tracker: &'t Tracker<P, O, M>, pending: F) -> Self {
         Self {
             tracker,
             pending,
@@ -221,87 +221,6 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    /// [`send`](Self::send), awaiting room on a bounded tracker: the async
-    /// [`send_timeout`](Self::send_timeout), for any executor. Where `send`
-    /// would return [`SendError::Full`] because the capacity is reached, the
-    /// future waits until a record is resolved (woken by that resolution)
-    /// and sends then; on a [progress](crate::Builder::progress) tracker
-    /// it waits likewise for the partition's metadata budget (see
-    /// [`send_timeout`](Self::send_timeout)). It resolves to
-    /// `SendError::Closed` with the record
-    /// after [`close`](Self::close) (which wakes it), and to
-    /// `SendError::Full` at once when the tracker's 2^24 − 1 slots or
-    /// partitions are all taken (nothing else refuses a tracker without a
-    /// capacity or progress).
-    ///
-    /// Cancel-safe: dropping the future before it is ready sends nothing
-    /// (the record is dropped with it) and unregisters its waker. Use your
-    /// runtime's timeout, or [`send_timeout`](Self::send_timeout).
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use inflight::Tracker;
-    ///
-    /// #[tokio::main]
-    /// async fn main() {
-    ///     let tracker = Arc::new(Tracker::with_capacity(1));
-    ///     let first = tracker.send("p", 1_u64).unwrap();
-    ///     let acker = Arc::clone(&tracker);
-    ///     tokio::spawn(async move { acker.ack(first).unwrap() });
-    ///     let second = tracker.send_async("p", 2).await.unwrap(); // waits for the ack
-    ///     tracker.ack(second).unwrap();
-    /// }
-    /// ```
-    // Not an `async fn`: the signature promises `Send`.
-    #[allow(clippy::manual_async_fn)]
-    pub fn send_async(
-        &self,
-        partition: P,
-        offset: O,
-    ) -> impl Future<Output = Result<Ticket, SendError<P, O>>> + Send + '_ {
-        SendWhenRoom {
-            tracker: self,
-            record: Some((partition, offset)),
-            registration: None,
-            flagged: false,
-        }
-    }
-
-    /// Waits, without blocking a thread, until every record sent before
-    /// this call is resolved: the async [`drain`](Self::drain), for any
-    /// executor.
-    ///
-    /// Seals the open generation when called (not when first polled), so
-    /// "before this call" means before `drain_async` returned the future.
-    /// `Ok(())` once none of those records is in flight (failed ones count
-    /// as resolved), or [`DrainError::Interrupted`] after
-    /// [`interrupt`](Self::interrupt), delivered to one waiting call. No
-    /// timeout: wrap the future in your runtime's. Cancel-safe: dropping the
-    /// future unregisters its waker and changes nothing else.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use inflight::Tracker;
-    ///
-    /// #[tokio::main]
-    /// async fn main() {
-    ///     let tracker = Arc::new(Tracker::new());
-    ///     let tickets: Vec<_> = (0..3_u64).map(|o| tracker.send("p", o).unwrap()).collect();
-    ///     tracker.close();
-    ///     for ticket in tickets {
-    ///         let tracker = Arc::clone(&tracker);
-    ///         tokio::spawn(async move { tracker.ack(ticket).unwrap() });
-    ///     }
-    ///     tracker.drain_async().await.unwrap();
-    ///     assert_eq!(tracker.in_flight(), 0);
-    /// }
-    /// ```
-    pub fn drain_async(&self) -> impl Future<Output = Result<(), DrainError>> + Send + '_ {
-        let upto = self.seal_open();
-        let drained = UntilDrained::new(self, move || Ok(self.pending_through(upto)));
-        async move { drained.await.map_err(DrainError::from_wait) }
-    }
-
     /// How many waiting calls (threads and tasks) are registered to be
     /// woken: for the loom models, which check that a dropped future leaves
     /// no registration behind.
@@ -441,14 +360,14 @@ where
 
 /// The future of [`Tracker::send_async`]: sends its record once there is
 /// room. See there.
-struct SendWhenRoom<'t, P, O, M: Mode> {
-    tracker: &'t Tracker<P, O, M>,
+pub(crate) struct SendWhenRoom<'t, P, O, M: Mode> {
+    pub(crate) tracker: &'t Tracker<P, O, M>,
     /// The record, until it is sent or handed back.
-    record: Option<(P, O)>,
+    pub(crate) record: Option<(P, O)>,
     /// This task's entry in the tracker's `room` registry, once it has one.
-    registration: Option<WakerRegistration>,
+    pub(crate) registration: Option<WakerRegistration>,
     /// Whether it flagged the budget since it last returned `Pending`.
-    flagged: bool,
+    pub(crate) flagged: bool,
 }
 
 // No field is pinned: the record moves in and out of its `Option` by value.

@@ -232,6 +232,20 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+// The modules holding `Tracker`'s public calls come first, in the order a
+// user meets them: the API docs list the calls in this order, one group
+// per module (make, send, resolve, commit at a barrier, by watermark, by
+// progress, partitions' lives, observe, shut down).
+mod progress;
+mod resolve;
+mod revoke;
+mod seal;
+mod send;
+mod shutdown;
+mod stats;
+mod tracker;
+mod watermark;
+
 mod batch;
 mod error;
 mod flush;
@@ -241,18 +255,10 @@ pub mod mode;
 mod pages;
 mod partition;
 mod permits;
-mod progress;
-mod resolve;
-mod revoke;
-mod seal;
-mod send;
 mod slab;
-mod stats;
 mod sync;
 mod ticket;
-mod tracker;
 mod waiter;
-mod watermark;
 
 pub use error::{
     BeginFlushError, DrainError, FlushError, Limit, Refused, ResolveBatchError, ResolveError,

@@ -10,10 +10,24 @@ use crate::generation::entered_from;
 use crate::mode::Mode;
 use crate::slab::Outcome;
 use crate::ticket::{RawTicket, Ticket};
-use crate::{ResolveError, Tracker};
+use crate::{ResolveBatchError, ResolveError, Tracker};
 use std::cell::Cell;
 use std::hash::Hash;
 
+/// **Resolve.** When the sink reports, [`ack`](Self::ack) the ticket
+/// (delivered) or [`fail`](Self::fail) it (lost for good), from any thread
+/// and in any order; [`ack_raw`](Self::ack_raw) takes a ticket that went
+/// through C as a `u64`, [`ack_all`](Self::ack_all) a batch.
+///
+/// ```
+/// use inflight::{ResolveError, Tracker};
+/// let tracker = Tracker::new();
+/// let a = tracker.send("orders-0", 1_u64).unwrap();
+/// let raw = tracker.send("orders-0", 2_u64).unwrap().into_raw();
+/// tracker.ack_raw(raw).unwrap();
+/// tracker.fail(a).unwrap();
+/// assert_eq!(tracker.ack_raw(raw), Err(ResolveError::AlreadyResolved));
+/// ```
 impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
@@ -81,6 +95,68 @@ where
     /// ```
     pub fn fail_raw(&self, raw: u64) -> Result<(), ResolveError> {
         self.resolve(raw, Outcome::Fail)
+    }
+
+    /// Acks every ticket of `tickets`, as [`ack`](Self::ack) each, and
+    /// cheaper: the records leave their generations, give their permits
+    /// back and advance their watermarks once per run rather than once
+    /// each, and waiters are woken once. Returns how many were acked.
+    ///
+    /// Give it the tickets at hand (a `Vec`, a sink's report), not a
+    /// stream that blocks: the counts and permits are settled every 64
+    /// tickets, but waiters (a flush, a drain, a sender waiting for room)
+    /// are woken only when it returns. For tickets that trickle in, use
+    /// [`ack`](Self::ack).
+    ///
+    /// Every ticket is tried: one that cannot be resolved (another
+    /// tracker's, or a revoked partition's) changes nothing and is counted
+    /// in the error, with the first reason, while the others resolve.
+    ///
+    /// ```
+    /// use inflight::{ResolveError, Tracker};
+    ///
+    /// let tracker = Tracker::builder().watermarks().build();
+    /// let mut tickets = Vec::new();
+    /// tracker.send_batch(&"p", 1_u64..=64, &mut tickets).unwrap();
+    /// tickets.reverse(); // any order
+    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(64));
+    /// assert_eq!(tracker.committable().get("p"), Some(&64));
+    ///
+    /// let other = Tracker::<&str, u64>::new();
+    /// let mine = tracker.send("p", 65).unwrap();
+    /// let theirs = other.send("p", 1).unwrap();
+    /// let err = tracker.ack_all([mine, theirs]).unwrap_err();
+    /// assert_eq!((err.resolved, err.refused), (1, 1));
+    /// assert_eq!(err.first, ResolveError::ForeignTracker);
+    /// ```
+    pub fn ack_all<I>(&self, tickets: I) -> Result<usize, ResolveBatchError>
+    where
+        I: IntoIterator<Item = Ticket>,
+    {
+        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Ack)
+    }
+
+    /// Fails every ticket of `tickets`, as [`fail`](Self::fail) each, with
+    /// the savings (but each failure is recorded on its own), the error and
+    /// the advice of [`ack_all`](Self::ack_all): a sink that lost a whole
+    /// batch.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    ///
+    /// let tracker = Tracker::new();
+    /// let mut tickets = Vec::new();
+    /// tracker.send_batch(&"p", [1_u64, 2, 3], &mut tickets).unwrap();
+    /// assert_eq!(tracker.fail_all(tickets), Ok(3));
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 3 }));
+    /// ```
+    pub fn fail_all<I>(&self, tickets: I) -> Result<usize, ResolveBatchError>
+    where
+        I: IntoIterator<Item = Ticket>,
+    {
+        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Fail)
     }
 
     fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {

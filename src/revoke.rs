@@ -126,6 +126,20 @@ pub struct Revoked<O> {
     pub committable: Option<O>,
 }
 
+/// **Partitions' lives.** When a rebalance takes a partition away, wait for
+/// its records with [`drain_partition`](Self::drain_partition) (bounded),
+/// commit, then [`revoke`](Self::revoke) it: what is still in flight is
+/// released and the next send starts the partition afresh.
+///
+/// ```
+/// use std::time::Duration;
+/// use inflight::Tracker;
+/// let tracker = Tracker::builder().watermarks().build();
+/// let stuck = tracker.send("orders-0", 41_u64).unwrap();
+/// let _ = tracker.drain_partition("orders-0", Duration::from_millis(1)); // gives up
+/// assert_eq!(tracker.revoke("orders-0").released, 1);
+/// assert!(tracker.ack(stuck).is_err()); // a late callback changes nothing
+/// ```
 impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,

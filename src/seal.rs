@@ -10,10 +10,25 @@ use crate::generation::{Generation, SHARDS};
 use crate::mode::Mode;
 use crate::sync::epoch::{self, Guard, Owned, Shared};
 use crate::sync::{Ordering, SPINS_BEFORE_PARK};
-use crate::{BeginFlushError, DrainError, Flush, FlushError, OwnedFlush, Tracker};
+use crate::{BeginFlushError, Flush, FlushError, OwnedFlush, Tracker};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+/// **Commit at a barrier.** [`begin_flush`](Self::begin_flush) seals what
+/// was sent so far; the [`Flush`]'s [`wait`](Flush::wait) gives, once all
+/// of it is acked, each partition's **last done** offset among it (commit
+/// + 1 to Kafka), and [`commit`](Flush::commit) ends the flush.
+///
+/// ```
+/// use std::time::Duration;
+/// use inflight::Tracker;
+/// let tracker = Tracker::new();
+/// let ticket = tracker.send("orders-0", 41_u64).unwrap();
+/// let mut flush = tracker.begin_flush().unwrap();
+/// tracker.ack(ticket).unwrap();
+/// assert_eq!(flush.wait(Duration::from_secs(1)).unwrap()["orders-0"], 41);
+/// flush.commit().unwrap();
+/// ```
 impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
@@ -182,53 +197,6 @@ where
             self.waiter.wake();
         }
         Ok(flush)
-    }
-
-    /// Waits, at most `timeout`, until every record sent before this call is
-    /// resolved: the end-of-life wait of a producer that stopped sending
-    /// (after [`close`](Self::close), that is everything in flight).
-    /// Failed records count as resolved; a barrier flush or the watermarks
-    /// report them. Does not commit anything and works beside a flush.
-    ///
-    /// - `Ok(())`: nothing sent before the call is in flight any more.
-    /// - [`DrainError::Timeout`]: some still were at the deadline (`pending`
-    ///   of them); call again to keep waiting.
-    /// - [`DrainError::Interrupted`]: [`interrupt`](Self::interrupt) was
-    ///   called. An interrupt is delivered once, to one waiting call (a
-    ///   `drain` or a flush's `wait`).
-    ///
-    /// Those are the only errors of a drain, which commits nothing:
-    /// [`DrainError`] has no `Failed` or `NotReady`. (It converts into a
-    /// [`FlushError`], so one error path can serve a drain and a flush.)
-    ///
-    /// Seals the open generation, like a flush does, so records sent from
-    /// now on are not waited for. (On a tracker with watermarks, where a
-    /// record counts until the watermark passes it, a record sent
-    /// concurrently with this call may be waited for too, when it took an
-    /// earlier place in its partition's queue.) Each call that finds records
-    /// sent since the last seal leaves a sealed generation behind until a
-    /// barrier flush folds it (a few hundred bytes and one retained slot per
-    /// partition in it), so drain at the end of a tracker's life, or retry
-    /// after `close`, rather than in a loop beside live sends on a tracker
-    /// that never flushes.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use inflight::{DrainError, Tracker};
-    /// let tracker = Tracker::new();
-    /// let ticket = tracker.send("p", 1_u64).unwrap();
-    /// tracker.close();
-    /// assert_eq!(tracker.drain(Duration::ZERO), Err(DrainError::Timeout { pending: 1 }));
-    /// std::thread::scope(|s| {
-    ///     s.spawn(|| tracker.ack(ticket).unwrap());
-    ///     tracker.drain(Duration::from_secs(10)).unwrap();
-    /// });
-    /// assert_eq!(tracker.in_flight(), 0);
-    /// ```
-    pub fn drain(&self, timeout: Duration) -> Result<(), DrainError> {
-        let upto = self.seal_open();
-        self.block_until_drained(timeout, || Ok(self.pending_through(upto)))
-            .map_err(DrainError::from_wait)
     }
 
     /// Seals the open generation (or helps whoever is sealing it) and

@@ -6,6 +6,8 @@
 //! code). See "Generations, count shards and the seal" and "User code and
 //! panics" in [`crate::implementation`].
 
+use crate::batch::CHUNK;
+use crate::future::SendWhenRoom;
 use crate::generation::{entered_at, Entry, Generation, Installed, SHARDS};
 use crate::mode::Mode;
 use crate::partition::Lifecycle;
@@ -15,10 +17,25 @@ use crate::sync::epoch;
 use crate::sync::{thread_index, Ordering};
 use crate::ticket::Ticket;
 use crate::watermark::Refusal;
-use crate::{Limit, SendError, Tracker};
+use crate::{Limit, Refused, SendBatchError, SendError, Tracker};
+use std::future::Future;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+/// **Send.** Hand each record to the sink with a [`send`](Self::send) and
+/// keep its [`Ticket`] for the delivery callback;
+/// [`send_timeout`](Self::send_timeout) and
+/// [`send_async`](Self::send_async) wait for room instead of refusing,
+/// [`send_batch`](Self::send_batch) sends a partition's run in one step.
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::new();
+/// let ticket = tracker.send("orders-0", 41_u64).unwrap(); // travels with the record
+/// let mut tickets = Vec::new();
+/// tracker.send_batch(&"orders-0", 42..50_u64, &mut tickets).unwrap();
+/// # tracker.ack(ticket).unwrap(); tracker.ack_all(tickets).unwrap();
+/// ```
 impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
@@ -368,6 +385,132 @@ where
         // Unregisters; so does the unwind if user code panics in a retry.
         drop(registration);
         result
+    }
+
+    /// [`send`](Self::send), awaiting room on a bounded tracker: the async
+    /// [`send_timeout`](Self::send_timeout), for any executor. Where `send`
+    /// would return [`SendError::Full`] because the capacity is reached, the
+    /// future waits until a record is resolved (woken by that resolution)
+    /// and sends then; on a [progress](crate::Builder::progress) tracker
+    /// it waits likewise for the partition's metadata budget (see
+    /// [`send_timeout`](Self::send_timeout)). It resolves to
+    /// `SendError::Closed` with the record
+    /// after [`close`](Self::close) (which wakes it), and to
+    /// `SendError::Full` at once when the tracker's 2^24 − 1 slots or
+    /// partitions are all taken (nothing else refuses a tracker without a
+    /// capacity or progress).
+    ///
+    /// Cancel-safe: dropping the future before it is ready sends nothing
+    /// (the record is dropped with it) and unregisters its waker. Use your
+    /// runtime's timeout, or [`send_timeout`](Self::send_timeout).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use inflight::Tracker;
+    ///
+    /// #[tokio::main]
+    /// async fn main() {
+    ///     let tracker = Arc::new(Tracker::with_capacity(1));
+    ///     let first = tracker.send("p", 1_u64).unwrap();
+    ///     let acker = Arc::clone(&tracker);
+    ///     tokio::spawn(async move { acker.ack(first).unwrap() });
+    ///     let second = tracker.send_async("p", 2).await.unwrap(); // waits for the ack
+    ///     tracker.ack(second).unwrap();
+    /// }
+    /// ```
+    // Not an `async fn`: the signature promises `Send`.
+    #[allow(clippy::manual_async_fn)]
+    pub fn send_async(
+        &self,
+        partition: P,
+        offset: O,
+    ) -> impl Future<Output = Result<Ticket, SendError<P, O>>> + Send + '_ {
+        SendWhenRoom {
+            tracker: self,
+            record: Some((partition, offset)),
+            registration: None,
+            flagged: false,
+        }
+    }
+
+    /// Sends `offsets`, in order, as records of `partition`, pushing each
+    /// record's ticket onto `tickets`; returns how many were sent.
+    ///
+    /// The same as calling [`send`](Self::send) for each offset, and
+    /// cheaper: up to 64 records at a time enter the open generation in one
+    /// atomic step, and only the last of them becomes the partition's
+    /// latest record there. Each ticket still resolves on its own, in any
+    /// order ([`ack_all`](Self::ack_all) resolves many at once). A flush
+    /// begun after `send_batch` returns covers every record it sent; one
+    /// begun during it covers a prefix of them.
+    ///
+    /// At the first offset the tracker refuses, the batch stops: the
+    /// records before it are sent (their tickets are in `tickets`), and the
+    /// error gives back the refused offsets and the iterator's rest, in
+    /// order, so nothing is lost ([`SendBatchError::into_offsets`]). `Full`
+    /// and `OutOfOrder` refuse one offset; `Closed` may refuse up to 64
+    /// that were taken from the iterator together.
+    ///
+    /// On a [progress](crate::Builder::progress) tracker each record is
+    /// checked for order and budget on its own: the batch is a loop of
+    /// sends, with `partition` cloned for each.
+    ///
+    /// Allocates nothing when `tickets` has room (reuse one `Vec`), beyond
+    /// what `send` allocates; the error path allocates its `Vec` of offsets.
+    ///
+    /// ```
+    /// use inflight::{Refused, Tracker};
+    ///
+    /// let tracker = Tracker::with_capacity(3);
+    /// let mut tickets = Vec::new();
+    /// let err = tracker.send_batch(&"orders-0", 10_u64..15, &mut tickets).unwrap_err();
+    /// assert_eq!(tickets.len(), 3); // 10, 11 and 12 are in flight
+    /// assert_eq!(err.reason, Refused::Full);
+    /// assert_eq!(err.into_offsets().collect::<Vec<_>>(), [13, 14]);
+    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(3));
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn send_batch<I>(
+        &self,
+        partition: &P,
+        offsets: I,
+        tickets: &mut Vec<Ticket>,
+    ) -> Result<usize, SendBatchError<O, I::IntoIter>>
+    where
+        I: IntoIterator<Item = O>,
+    {
+        let mut offsets = offsets.into_iter();
+        let mut sent = 0;
+        if M::PROGRESS {
+            for offset in offsets.by_ref() {
+                // User code (`Clone`), before anything is taken.
+                match self.send(partition.clone(), offset) {
+                    Ok(ticket) => {
+                        tickets.push(ticket);
+                        sent += 1;
+                    }
+                    Err(e) => {
+                        let reason = Refused::of(&e);
+                        let (_, offset) = e.into_inner();
+                        return Err(SendBatchError::new(reason, vec![offset], offsets));
+                    }
+                }
+            }
+            return Ok(sent);
+        }
+        loop {
+            match self.send_chunk(partition, &mut offsets, tickets) {
+                Ok(n) => {
+                    sent += n;
+                    if n < CHUNK {
+                        return Ok(sent);
+                    }
+                }
+                Err((reason, unsent)) => {
+                    return Err(SendBatchError::new(reason, unsent, offsets));
+                }
+            }
+        }
     }
 
     /// For a sender registered in `room` whose send was refused with `Full`

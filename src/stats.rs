@@ -9,6 +9,7 @@
 
 use crate::generation::{entered_from, Generation};
 use crate::mode::Mode;
+use crate::permits::Permits;
 use crate::slab::INSPECTED;
 use crate::sync::epoch;
 use crate::sync::Ordering;
@@ -111,6 +112,18 @@ pub struct Unresolved<P, O> {
     pub age: Duration,
 }
 
+/// **Observe.** [`stats`](Self::stats) for a metrics poll (it takes
+/// nothing), [`oldest_unresolved`](Self::oldest_unresolved) for what holds
+/// a commit back, and the counts.
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::with_capacity(100);
+/// let ticket = tracker.send("orders-0", 41_u64).unwrap();
+/// assert_eq!((tracker.in_flight(), tracker.capacity()), (1, Some(100)));
+/// assert_eq!(tracker.oldest_unresolved(1)[0].offset, 41);
+/// # tracker.ack(ticket).unwrap();
+/// ```
 impl<P, O, M: Mode> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
@@ -276,6 +289,68 @@ where
         drop(held);
         drop(guard);
         report
+    }
+
+    /// Records sent and not yet resolved; on a tracker with
+    /// [watermarks](crate::Builder::watermarks), not yet passed by their
+    /// watermark (an acked record held behind an unresolved one still
+    /// counts). What a capacity bounds. Exact when no call is running
+    /// concurrently; a moment's snapshot otherwise.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let a = tracker.send(0_u8, 0_u8).unwrap();
+    /// let b = tracker.send(0_u8, 1_u8).unwrap();
+    /// tracker.fail(a).unwrap();
+    /// assert_eq!(tracker.in_flight(), 1);
+    /// # tracker.ack(b).unwrap();
+    /// ```
+    pub fn in_flight(&self) -> usize {
+        let guard = epoch::pin();
+        let shards = self.shards.snapshot();
+        let mut total = 0;
+        self.walk(&guard, None, |generation| total += generation.live(&shards));
+        total
+    }
+
+    /// The capacity given to [`with_capacity`](Self::with_capacity), or
+    /// `None` for an unbounded tracker.
+    ///
+    /// ```
+    /// use inflight::Tracker;
+    /// assert_eq!(Tracker::<u8, u8>::with_capacity(8).capacity(), Some(8));
+    /// assert_eq!(Tracker::<u8, u8>::new().capacity(), None);
+    /// ```
+    pub fn capacity(&self) -> Option<usize> {
+        self.permits.as_ref().map(Permits::capacity)
+    }
+
+    /// How many distinct partitions the tracker has seen. A tracker holds at
+    /// most 16,777,152; a send of a partition beyond that returns
+    /// [`SendError::Full`](crate::SendError::Full).
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let a = tracker.send("a", 1_u8).unwrap();
+    /// let b = tracker.send("b", 1_u8).unwrap();
+    /// let c = tracker.send("a", 2_u8).unwrap();
+    /// assert_eq!(tracker.partitions(), 2);
+    /// # for t in [a, b, c] { tracker.ack(t).unwrap(); }
+    /// ```
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// Whether the tracker keeps watermarks: true on a
+    /// [`WatermarkTracker`](crate::WatermarkTracker) or
+    /// [`ProgressTracker`](crate::ProgressTracker). The type says it too;
+    /// this is for code generic over the mode ([`Builder::watermarks`](crate::Builder::watermarks)).
+    ///
+    /// ```
+    /// assert!(!inflight::Tracker::<u8, u8>::new().has_watermarks());
+    /// ```
+    pub fn has_watermarks(&self) -> bool {
+        M::WATERMARKS
     }
 }
 

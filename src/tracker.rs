@@ -105,6 +105,21 @@ unsafe impl<P: Send + Sync, O: Send + Sync, M: Mode> Send for Tracker<P, O, M> {
 // SAFETY: as above.
 unsafe impl<P: Send + Sync, O: Send + Sync, M: Mode> Sync for Tracker<P, O, M> {}
 
+/// **Make a tracker.** [`new`](Self::new) and
+/// [`with_capacity`](Self::with_capacity) give a barrier tracker;
+/// [`builder`](Self::builder) chooses a capacity and a
+/// [mode](crate::mode): [`watermarks`](Builder::watermarks) for a
+/// [`WatermarkTracker`](crate::WatermarkTracker),
+/// [`progress`](Builder::progress) for a
+/// [`ProgressTracker`](crate::ProgressTracker).
+///
+/// ```
+/// use inflight::{ProgressTracker, Tracker, WatermarkTracker};
+/// let barrier: Tracker<&str, u64> = Tracker::with_capacity(10_000);
+/// let marks: WatermarkTracker<&str, u64> = Tracker::builder().watermarks().build();
+/// let resumable: ProgressTracker<&str, u64> = Tracker::builder().progress(4096).build();
+/// # let _ = (barrier, marks, resumable);
+/// ```
 impl<P, O> Tracker<P, O>
 where
     P: Hash + Eq + Clone + Send + Sync,
@@ -200,117 +215,6 @@ where
             progress,
             _mode: PhantomData,
         }
-    }
-
-    /// Asks the call that is waiting, or else the next one to wait, to give
-    /// up: a flush's `wait` (or `wait_async`) returns
-    /// [`FlushError::Interrupted`](crate::FlushError::Interrupted) promptly,
-    /// and the flush can then only be aborted; a `drain` (or `drain_async`,
-    /// `drain_partition`) returns
-    /// [`DrainError::Interrupted`](crate::DrainError::Interrupted). Each interrupt is delivered to exactly one waiting
-    /// call: with a flush and a drain waiting at once, either may take it.
-    /// Interrupts are not counted: several before a wait are delivered once.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use inflight::{FlushError, Tracker};
-    /// let tracker = Tracker::new();
-    /// let _pending = tracker.send("p", 1_u64).unwrap();
-    /// let mut flush = tracker.begin_flush().unwrap();
-    /// tracker.interrupt();
-    /// assert_eq!(flush.wait(Duration::from_secs(60)), Err(FlushError::Interrupted));
-    /// assert_eq!(flush.commit(), Err(FlushError::NotReady));
-    /// ```
-    pub fn interrupt(&self) {
-        // Release: the flag is published; `wake`'s SeqCst fence then makes
-        // this write and the waiter's registration a Dekker pair. A swap
-        // rather than a store only for loom, which orders a plain store
-        // racing `take_interrupt`'s swaps more weakly than C++ does.
-        self.interrupted.swap(true, Ordering::Release);
-        self.waiter.wake();
-    }
-
-    /// Stops accepting records: every `send` that starts after this returns
-    /// [`SendError::Closed`](crate::SendError::Closed) with its record. Records already sent still
-    /// resolve, and a flush begun after `close` returns covers every record
-    /// the tracker ever accepted, so a final flush can drain them.
-    ///
-    /// ```
-    /// use inflight::{SendError, Tracker};
-    /// let tracker = Tracker::new();
-    /// let ticket = tracker.send("p", 1_u64).unwrap();
-    /// tracker.close();
-    /// assert!(matches!(tracker.send("p", 2), Err(SendError::Closed("p", 2))));
-    /// tracker.ack(ticket).unwrap(); // still resolves
-    /// ```
-    pub fn close(&self) {
-        // Release: see the re-check in `send`.
-        self.closed.store(true, Ordering::Release);
-        // Senders waiting for room retry, and find the tracker closed.
-        self.wake(false, true);
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    ///
-    /// ```
-    /// let tracker = inflight::Tracker::<u8, u8>::new();
-    /// assert!(!tracker.is_closed());
-    /// tracker.close();
-    /// assert!(tracker.is_closed());
-    /// ```
-    pub fn is_closed(&self) -> bool {
-        // Acquire: a reader that sees the close also sees what preceded it.
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Records sent and not yet resolved; on a tracker with
-    /// [watermarks](Builder::watermarks), not yet passed by their
-    /// watermark (an acked record held behind an unresolved one still
-    /// counts). What a capacity bounds. Exact when no call is running
-    /// concurrently; a moment's snapshot otherwise.
-    ///
-    /// ```
-    /// let tracker = inflight::Tracker::new();
-    /// let a = tracker.send(0_u8, 0_u8).unwrap();
-    /// let b = tracker.send(0_u8, 1_u8).unwrap();
-    /// tracker.fail(a).unwrap();
-    /// assert_eq!(tracker.in_flight(), 1);
-    /// # tracker.ack(b).unwrap();
-    /// ```
-    pub fn in_flight(&self) -> usize {
-        let guard = epoch::pin();
-        let shards = self.shards.snapshot();
-        let mut total = 0;
-        self.walk(&guard, None, |generation| total += generation.live(&shards));
-        total
-    }
-
-    /// The capacity given to [`with_capacity`](Self::with_capacity), or
-    /// `None` for an unbounded tracker.
-    ///
-    /// ```
-    /// use inflight::Tracker;
-    /// assert_eq!(Tracker::<u8, u8>::with_capacity(8).capacity(), Some(8));
-    /// assert_eq!(Tracker::<u8, u8>::new().capacity(), None);
-    /// ```
-    pub fn capacity(&self) -> Option<usize> {
-        self.permits.as_ref().map(Permits::capacity)
-    }
-
-    /// How many distinct partitions the tracker has seen. A tracker holds at
-    /// most 16,777,152; a send of a partition beyond that returns
-    /// [`SendError::Full`](crate::SendError::Full).
-    ///
-    /// ```
-    /// let tracker = inflight::Tracker::new();
-    /// let a = tracker.send("a", 1_u8).unwrap();
-    /// let b = tracker.send("b", 1_u8).unwrap();
-    /// let c = tracker.send("a", 2_u8).unwrap();
-    /// assert_eq!(tracker.partitions(), 2);
-    /// # for t in [a, b, c] { tracker.ack(t).unwrap(); }
-    /// ```
-    pub fn partitions(&self) -> usize {
-        self.partitions.len()
     }
 }
 

@@ -120,8 +120,18 @@ where
     }
 }
 
-/// Progress: what a [`ProgressTracker`](crate::ProgressTracker) can commit,
-/// with the metadata a restart resumes from.
+/// **Commit by progress,** on a [`ProgressTracker`](crate::ProgressTracker):
+/// each partition's **next** offset to read (Kafka's, commit it as it is)
+/// and what is done beyond it, as the commit's metadata.
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::builder().progress(4096).build();
+/// let ticket = tracker.send("orders-0", 41_u64).unwrap();
+/// tracker.ack(ticket).unwrap();
+/// let progress = &tracker.progress()["orders-0"];
+/// assert_eq!((progress.next(), progress.encode().as_str()), (42, ""));
+/// ```
 impl<P, O> Tracker<P, O, mode::Progress>
 where
     P: Hash + Eq + Clone + Send + Sync,

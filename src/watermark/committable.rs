@@ -105,8 +105,17 @@ impl<P: Hash + Eq, O> Committable<P, O> {
     }
 }
 
-/// Watermarks: what a [`WatermarkTracker`](crate::WatermarkTracker) or
-/// [`ProgressTracker`](crate::ProgressTracker) can commit at any moment.
+/// **Commit by watermark,** on a [`WatermarkTracker`](crate::WatermarkTracker)
+/// or a [`ProgressTracker`](crate::ProgressTracker): each partition's **last
+/// done** offset, at any moment, without a barrier (commit + 1 to Kafka).
+///
+/// ```
+/// use inflight::Tracker;
+/// let tracker = Tracker::builder().watermarks().build();
+/// let ticket = tracker.send("orders-0", 41_u64).unwrap();
+/// tracker.ack(ticket).unwrap();
+/// assert_eq!(tracker.committable()["orders-0"], 41);
+/// ```
 impl<P, O, M: Watermarked> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
@@ -195,16 +204,4 @@ where
     }
 }
 
-impl<P, O, M: Mode> Tracker<P, O, M> {
-    /// Whether the tracker keeps watermarks: true on a
-    /// [`WatermarkTracker`](crate::WatermarkTracker) or
-    /// [`ProgressTracker`](crate::ProgressTracker). The type says it too;
-    /// this is for code generic over the mode ([`Builder::watermarks`](crate::Builder::watermarks)).
-    ///
-    /// ```
-    /// assert!(!inflight::Tracker::<u8, u8>::new().has_watermarks());
-    /// ```
-    pub fn has_watermarks(&self) -> bool {
-        M::WATERMARKS
-    }
-}
+impl<P, O, M: Mode> Tracker<P, O, M> {}
