@@ -190,8 +190,11 @@ where
         if outcome == Outcome::Fail {
             generation.add_failed(resolved.partition, resolved.life, 1);
         }
-        let room = self.return_permit();
         let drained = self.shards.leave(shard, generation);
+        // After the leave: a send that takes this permit then counts into a
+        // generation the record has left, so `in_flight` never reads more
+        // than the capacity.
+        let room = self.return_permit();
         // The generation may be gone from here on; the slot is still ours.
         // Its offset stays in it until its reuse: no user code here.
         if freed {
@@ -255,12 +258,14 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
                 // folded.
                 let generation = unsafe { &*generation };
                 generation.add_failed(partition, life, failed);
+                // A failure wakes waiters too: a flush that covers it fails
+                // at once (guarantee 15).
+                let wakes = self.shards.leave_many(shard, generation, n) || failed != 0;
+                // After the leave, as in `resolve`.
                 if !cfg!(inflight_mutant = "permit_at_ack") {
                     room.set(self.return_permits(n as usize) | room.get());
                 }
-                // A failure wakes waiters too: a flush that covers it fails
-                // at once (guarantee 15).
-                self.shards.leave_many(shard, generation, n) || failed != 0
+                wakes
             },
         );
         (wakes, room.get() | self.budget_freed(partition))

@@ -294,7 +294,6 @@ where
         let mut wakes = resolved.watched;
         let mut room = false;
         if !M::WATERMARKS {
-            room = self.return_permit();
             let (generation, shard) = entered_from(resolved.generation);
             // SAFETY: as in `resolve`: read while the record was LIVE, proved
             // by our CAS, and alive until our leave.
@@ -308,6 +307,8 @@ where
             }
             #[cfg(inflight_mutant = "revoke_keeps_pending")]
             let _ = (shard, generation);
+            // After the leave, as in `resolve`.
+            room = self.return_permit();
             if resolved.freed {
                 self.slots.quarantine_slot(index, resolved.slot);
             }
