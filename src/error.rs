@@ -107,10 +107,15 @@ pub enum Limit {
     /// [`Builder::progress`](crate::Builder::progress)): accepting the
     /// record could let its encoded progress outgrow `max_metadata_bytes`.
     /// Waiting sends are woken when a record of the partition is resolved.
+    /// Only records in flight fill it: a partition whose failed records
+    /// alone fill it stops keeping its progress past the failure (see
+    /// [`Tracker::progress`](crate::Tracker::progress)) and accepts.
     MetadataBudget,
     /// The tracker's internal limit: 2^24 − 1 records held, or 16,777,152
-    /// partitions. It does not pass by waiting for a resolution in
-    /// general; a tracker that meets it needs a capacity.
+    /// partitions (records held include, on a progress tracker, at most
+    /// 4,096 per failed partition kept for its progress). It does not pass
+    /// by waiting for a resolution in general; a tracker that meets it
+    /// needs a capacity.
     Internal,
 }
 

@@ -89,7 +89,11 @@ pub struct Stats<P> {
     /// watermark has not passed yet. They count in `in_flight` and against
     /// the capacity, and keep their slots, until it does. Counted by a scan
     /// of the slots (work in proportion to [`slots`](Self::slots)); 0 on a
-    /// tracker without watermarks.
+    /// tracker without watermarks. On a progress tracker, also the records
+    /// a failure keeps for [`progress`](Tracker::progress) after the
+    /// watermark passed them: at most 4,096 per failed partition (see
+    /// [`Builder::progress`](crate::Builder::progress)), which hold slots
+    /// but no permit, until the partition's life ends.
     pub held_records: u64,
     /// Slots the tracker has allocated, one per record it held at once at
     /// most (and a few more, see [`Builder::capacity`](crate::Builder::capacity));
@@ -167,11 +171,13 @@ where
             slots: self.slots.allocated(),
         };
         let mut counts: Vec<(usize, usize)> = Vec::new();
+        let mut kept = 0_u64;
         match self.marks() {
             Some(watermarks) => {
                 watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
                     stats.committable_records += backlog.untaken;
                     stats.uncommittable_records += backlog.records;
+                    kept += backlog.kept;
                     if backlog
                         .stopped
                         .is_some_and(|life| self.is_current(number as u32, life))
@@ -187,6 +193,8 @@ where
                 let mut unresolved = 0_u64;
                 self.slots.for_each_live(|_, _, _, _| unresolved += 1);
                 stats.held_records = stats.uncommittable_records.saturating_sub(unresolved);
+                // And what a failure keeps for `progress()`, passed.
+                stats.held_records += kept;
             }
             None => {
                 let mut by_number = vec![0_usize; self.partitions.numbered()];

@@ -211,7 +211,7 @@ where
             closed: AtomicBool::new(false),
             waiter: Waiter::new(),
             room: Waiter::new(),
-            watermarks: Watermarks::new(M::PROGRESS),
+            watermarks: Watermarks::new(M::PROGRESS, progress.max_metadata_bytes),
             progress,
             _mode: PhantomData,
         }
@@ -399,13 +399,18 @@ where
     /// [`Stats::held_records`](crate::Stats::held_records)). So one stuck
     /// record fills the capacity with the records acked behind it, and
     /// `send` then refuses every partition until it is resolved (or its
-    /// partition revoked). A failed record does not hold anything: the
-    /// watermark stops there, and passes the records behind it.
+    /// partition revoked). A failed record holds no permit: the watermark
+    /// stops there, and passes the records behind it. On a progress
+    /// tracker a failed record and the records passed after it keep their
+    /// slots (not their permits) for [`progress`](crate::Tracker::progress),
+    /// at most 4,096 per failed partition (see [`progress`](Self::progress)),
+    /// until its life ends: that many slots beyond the bound below.
     ///
     /// Memory: a tracker of capacity `N` holds at most `N` records, and
     /// the slots it allocates (each keeping its last offset until it is
     /// reused, see [`Stats::slots`](crate::Stats::slots)) stay within
-    /// `2N + 1,024`, plus, however many threads send and resolve, a few
+    /// `2N + 1,024`, plus, on a progress tracker, those a failure keeps
+    /// (above), plus, however many threads send and resolve, a few
     /// per partition (the offsets kept for commits: the latest of each
     /// unflushed generation, or an untaken watermark), one per thread
     /// between taking a slot and being refused a permit, and 128 per

@@ -29,7 +29,7 @@ const YOUNG: usize = 1_024;
 /// Longer than any run; a lost wake-up hangs the test instead.
 const FOREVER: Duration = Duration::from_secs(3_600);
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Watermarks,
     Progress,
@@ -147,8 +147,8 @@ fn batches_and_revokes_of_held_records() {
     });
 }
 
-/// A failed record holds nothing: the watermark stops there but passes the
-/// records behind it, so their permits come back.
+/// A failed record holds no permit: the watermark stops there but passes
+/// the records behind it, so their permits come back.
 #[test]
 fn a_failure_holds_no_permit() {
     each_mode!((kind, tracker) = [
@@ -162,7 +162,10 @@ fn a_failure_holds_no_permit() {
             tracker.ack(ticket).unwrap();
         }
         assert_eq!(tracker.in_flight(), 0, "{kind:?}");
-        assert_eq!(tracker.stats().held_records, 0);
+        // A progress tracker keeps the failed record and those passed
+        // after it (slots, not permits) for `progress()`, and counts them.
+        let kept = if kind == Kind::Progress { 100 } else { 0 };
+        assert_eq!(tracker.stats().held_records, kept, "{kind:?}");
     });
 }
 

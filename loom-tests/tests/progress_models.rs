@@ -325,3 +325,50 @@ fn progress_of_a_kept_failure_vs_revoke_and_slot_reuse() {
         },
     );
 }
+
+/// P7. A failure keeps at most `KEEP_LIMIT` records (3 under loom): offset
+/// 0 of `p` failed, 1 and 2 acked behind it (kept: 0, 1, 2). Another
+/// thread acks 3, whose pass goes past the bound: the life stops keeping
+/// and lets its records go, front to back; it then sends and acks offset
+/// 7 of `q`, which may reuse their slots. `progress()` beside it reports,
+/// for `p`, `next` 0 with 0 never done and nothing of `q` read as `p`'s;
+/// after both, the failed offset alone (the old behaviour), nothing past
+/// it. Mutant `kept_past_bound` (the advance keeps past the bound) is
+/// caught here.
+#[test]
+fn keep_past_the_bound_vs_progress_and_slot_reuse() {
+    run_model_bounded("keep_past_the_bound_vs_progress_and_slot_reuse", 2, || {
+        let tracker = progress_tracker();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let one = tracker.send("p", seq(1)).unwrap();
+        let two = tracker.send("p", seq(2)).unwrap();
+        let three = tracker.send("p", seq(3)).unwrap();
+        tracker.fail(zero).unwrap();
+        tracker.ack(one).unwrap();
+        tracker.ack(two).unwrap();
+        let t2 = tracker.clone();
+        let other = thread::spawn(move || {
+            t2.ack(three).unwrap();
+            let seven = t2.send("q", seq(7)).unwrap();
+            t2.ack(seven).unwrap();
+        });
+        let mut latest = None;
+        fold(&mut latest, tracker.progress());
+        if let Some(p) = &latest {
+            assert_eq!(p.next(), 0, "{p:?}");
+            assert!(!p.is_done(0), "failed 0 reported done: {p:?}");
+            assert!(
+                (4..=7).all(|o| !p.is_done(o)),
+                "another record read as p's: {p:?}"
+            );
+        }
+        other.join().unwrap();
+        fold(&mut latest, tracker.progress());
+        let after = latest.unwrap();
+        assert_eq!(after.next(), 0, "{after:?}");
+        assert!(
+            (0..=7).all(|o| !after.is_done(o)),
+            "kept past the bound: {after:?}"
+        );
+    });
+}

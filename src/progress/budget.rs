@@ -46,7 +46,7 @@ fn runs_capacity(max: usize) -> usize {
 }
 
 /// The widest bitset span that fits in `max` characters.
-fn bitset_capacity(max: usize) -> u64 {
+pub(crate) fn bitset_capacity(max: usize) -> u64 {
     // `bitset_chars` grows with the span: the largest span it allows.
     let (mut low, mut high) = (0_u64, BITSET_MAX_SPAN + 1);
     while high - low > 1 {

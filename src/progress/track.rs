@@ -7,8 +7,9 @@
 //! what it reads: `next` is the first record not acked (or one past the
 //! last, when all are), and from there each acked record and each offset
 //! skipped between two records is done. After a failure the walk starts at
-//! the failed record, which the advance keeps, with every record it passes
-//! after it, until the life ends. Sends check order and budget as they
+//! the failed record, which the advance keeps, with the records it passes
+//! after it (a bounded number, see `watermark::order`), until the life
+//! ends. Sends check order and budget as they
 //! link (see `watermark::order`), so the progress handed out always
 //! encodes within the budget.
 
@@ -88,7 +89,20 @@ where
     /// the run form's bound, only then); other partitions are unaffected,
     /// and once the stuck record is acked the partition accepts again. With
     /// 4096 bytes, a partition takes about 24,500 consecutive offsets in
-    /// flight behind one unacked record, and any number of acked ones.
+    /// flight behind one unacked record, and any number of acked ones. A
+    /// budget that failed records alone fill (nothing a resolution could
+    /// free) never refuses: the partition's life then stops keeping what
+    /// it acked past its failures (see [`Tracker::progress`]).
+    ///
+    /// **Memory after a failure.** The tracker keeps a failed record and
+    /// the records the watermark passes after it, slots held (their
+    /// permits given back), for [`Tracker::progress`]: at most as many as
+    /// the budget's bitset form encodes positions (about 6 per byte of
+    /// `max_metadata_bytes`), and never more than 4,096, per failed
+    /// partition, until its life ends. They count in
+    /// [`Stats::held_records`](crate::Stats::held_records) and
+    /// [`Stats::slots`](crate::Stats::slots), beyond a
+    /// [capacity](Self::capacity).
     ///
     /// ```
     /// use inflight::{SendError, Tracker};
@@ -154,10 +168,16 @@ where
     /// **Progress survives a failure.** A failed record is never done, so
     /// `next` stops at it, but what was acked (or never sent) beyond it
     /// stays done, and records acked later are added as they come: a
-    /// restart redoes only the failed and unacked records. (The tracker
+    /// restart redoes only the failed and unacked records. The tracker
     /// keeps the records past a failure, slots held, until a revoke ends
-    /// the partition's life; the metadata budget bounds them as before a
-    /// failure.) The watermark, [`committable`](Self::committable), stays
+    /// the partition's life, and keeps a bounded number of them: at most
+    /// as many as the budget's bitset form encodes positions (about 6 per
+    /// byte of `max_metadata_bytes`), never more than 4,096. Past that, or
+    /// once the failed records alone fill the metadata budget, it lets
+    /// them go, and the partition's progress falls back to `next` at the
+    /// failed offset with nothing done beyond it (a restart then redoes
+    /// more, never less), and its sends are no longer checked against the
+    /// budget. The watermark, [`committable`](Self::committable), stays
     /// at the last record before the failure.
     ///
     /// Calls that overlap may both report a change; a call that begins

@@ -10,7 +10,7 @@ use crate::slab::{Slot, QUEUE_HOLDS};
 pub(super) fn advance_once<O, M: Mode>(
     queue: &Queue,
     slots: &Slab<O>,
-    seqs: Option<&order::Seqs>,
+    (seqs, keep_max): (Option<&order::Seqs>, u64),
     leave: &impl Fn(*const (), u64, u64, u32) -> bool,
     wakes: &mut bool,
 ) {
@@ -30,9 +30,13 @@ pub(super) fn advance_once<O, M: Mode>(
     // failed one on (see `Queue::kept`), until the life ends. Relaxed: a
     // revoke's store, published by its add to `work`, which our (or our
     // caller's) `work` read-modify-write acquired.
-    if stopped & KEPT != 0 && newer(queue.ended.load(Ordering::Relaxed), stopped as u32) {
+    if stopped & KEPT != 0
+        && (newer(queue.ended.load(Ordering::Relaxed), stopped as u32) || !keeps(queue, stopped))
+    {
         // A revoke ended the kept life, and no record of a newer one may
-        // come to say so: let its records go now.
+        // come to say so; or a sender found that the life's fixed blocks
+        // alone do not fit the budget (see `Queue::unkept`): let its
+        // records go now.
         let_go_kept(queue, slots, &mut stopped, head);
     }
     // Whether `newest` is stopped, and whether we keep what we pass: flags
@@ -160,6 +164,8 @@ pub(super) fn advance_once<O, M: Mode>(
                         .store(tail_word(next, tag(state), 0), Ordering::Relaxed);
                     stopped |= KEPT;
                     keeping = true;
+                    // Relaxed: advancer-owned (a statistic for others).
+                    queue.kept_len.store(0, Ordering::Relaxed);
                 }
             }
             // Release: a progress walk that reads it sees `stop_seq`; for
@@ -187,6 +193,22 @@ pub(super) fn advance_once<O, M: Mode>(
         head_slot = Some(slot);
         // A kept record's `MARKED` hold is the keep's, not ours to drop.
         head_marked = keeping;
+        if keeping {
+            // Relaxed: advancer-owned (a statistic for others).
+            let kept = queue.kept_len.load(Ordering::Relaxed) + 1;
+            queue.kept_len.store(kept, Ordering::Relaxed);
+            // Mutant `kept_past_bound` (loom suite only): the advance keeps
+            // every record past a failure, however many.
+            if kept > keep_max && cfg!(not(inflight_mutant = "kept_past_bound")) {
+                // Past the bound: the life stops keeping, and its progress
+                // falls back to the failed offset alone (see "Keeping a
+                // failure, bounded" in `order`). `head`'s `MARKED` hold goes
+                // with the rest; `head_marked` stays true, so the step that
+                // passes it drops only `QUEUED`.
+                let_go_kept(queue, slots, &mut stopped, head);
+                keeping = false;
+            }
+        }
         passed += 1;
         candidate = status == ACKED && current && !stopped_now;
         marked += u64::from(candidate);
@@ -220,6 +242,8 @@ pub(super) fn advance_once<O, M: Mode>(
 #[inline(never)]
 fn let_go_kept<O>(queue: &Queue, slots: &Slab<O>, stopped: &mut u64, head: u32) {
     *stopped &= !KEPT;
+    // Relaxed: advancer-owned (a statistic for others).
+    queue.kept_len.store(0, Ordering::Relaxed);
     // Relaxed: a walk that finds a kept record released (Acquire, reading
     // our Release below) sees this too, and stops starting at `kept`.
     queue.stopped.store(*stopped, Ordering::Relaxed);

@@ -219,6 +219,17 @@ pub(crate) struct Queue {
     /// The newest life a revoke moved the partition on to (0 before any):
     /// tells the advancer that a kept life has ended.
     ended: AtomicU32,
+    /// Progress trackers only: how many records the advance keeps (see
+    /// `kept`), the failed one included, at most `Watermarks::keep_max`;
+    /// 0 while it keeps none. Only the advancer writes it.
+    kept_len: AtomicU64,
+    /// Progress trackers only: a `stopped` word (with [`KEPT`]) whose life
+    /// must stop keeping: a sender's budget check found that the life's
+    /// fixed blocks alone do not fit the budget (see "Keeping a failure,
+    /// bounded" in `order`). The walk and the budget check treat that life
+    /// as stopped at once; the advancer lets its records go at its next
+    /// pass. 0 for none.
+    unkept: AtomicU64,
     /// A fingerprint of the progress `Tracker::progress` last reported.
     seen: AtomicU64,
     /// Progress trackers only: the claim on the debt (see "Owed offsets"
@@ -241,6 +252,32 @@ const STOPPED: u64 = 1 << 32;
 /// The flag of `Queue::stopped` that says the stopped life's records are
 /// kept from its failed record on (`Queue::kept`).
 const KEPT: u64 = 1 << 33;
+
+/// Whether `stopped`, a `Queue::stopped` word, keeps its life's records
+/// for the walk: it carries [`KEPT`], and no sender asked to stop keeping
+/// them (`Queue::unkept`). Call after loading `stopped` with Acquire.
+fn keeps(queue: &Queue, stopped: u64) -> bool {
+    // Relaxed: a sender's request, which only makes us report less (the
+    // failed offset alone, as after the life ends); the sender that made it
+    // reads its own store.
+    stopped & KEPT != 0 && queue.unkept.load(Ordering::Relaxed) != stopped
+}
+
+/// The most records the advance keeps after a failure, the failed one
+/// included (see `Queue::kept`): as many positions as the bitset form of
+/// a `max` character budget can encode, at most [`KEEP_LIMIT`].
+fn keep_max(max: usize) -> u64 {
+    crate::progress::budget::bitset_capacity(max).clamp(1, KEEP_LIMIT)
+}
+
+/// The most records a failure keeps on any budget: a constant bound on
+/// the slots a failed partition holds past its failure, and on the
+/// records a walk reads before the live queue. Three under loom, so that a
+/// model reaches it.
+#[cfg(not(loom))]
+const KEEP_LIMIT: u64 = 4096;
+#[cfg(loom)]
+const KEEP_LIMIT: u64 = 3;
 
 /// Whether a `Queue::stopped` word says that `life` is stopped.
 fn stopped_in(stopped: u64, life: u32) -> bool {
@@ -329,6 +366,8 @@ impl Queue {
             stop_seq: AtomicU64::new(0),
             kept: AtomicU64::new(0),
             ended: AtomicU32::new(0),
+            kept_len: AtomicU64::new(0),
+            unkept: AtomicU64::new(0),
             seen: AtomicU64::new(0),
             owing: AtomicBool::new(false),
             owed_seq: AtomicU64::new(0),
@@ -349,19 +388,27 @@ pub(crate) struct Backlog {
     /// The life a failed record stopped the partition's watermark in, if
     /// any (it matters only while that life is the current one).
     pub(crate) stopped: Option<u32>,
+    /// Progress trackers: records passed that the advance keeps after a
+    /// failure (see `Queue::kept`), holding their slots.
+    pub(crate) kept: u64,
 }
 
 pub(crate) struct Watermarks {
     queues: Pages<CachePadded<Queue>, 16, 20>,
     /// On a progress tracker, each slot's record's position (see `order`).
     seqs: Option<order::Seqs>,
+    /// On a progress tracker, the most records a failure keeps (see
+    /// [`keep_max`]).
+    keep_max: u64,
 }
 
 impl Watermarks {
-    pub(crate) fn new(progress: bool) -> Self {
+    /// `max` is a progress tracker's metadata budget, in characters.
+    pub(crate) fn new(progress: bool, max: usize) -> Self {
         Self {
             queues: Pages::new(),
             seqs: progress.then(Pages::new),
+            keep_max: keep_max(max),
         }
     }
 
@@ -430,7 +477,13 @@ impl Watermarks {
         seen = 1;
         let mut wakes = false;
         loop {
-            advance_once::<O, M>(queue, slots, self.seqs.as_ref(), &leave, &mut wakes);
+            advance_once::<O, M>(
+                queue,
+                slots,
+                (self.seqs.as_ref(), self.keep_max),
+                &leave,
+                &mut wakes,
+            );
             // AcqRel: Release hands `head` to the next advancer; Acquire (on
             // failure) sees the resolutions of the adds that beat us.
             match queue
@@ -751,6 +804,8 @@ impl Watermarks {
                     records: sent.saturating_sub(passed),
                     untaken: u64::from(ahead_of(marked, reported)),
                     stopped,
+                    // Relaxed: a statistic.
+                    kept: queue.kept_len.load(Ordering::Relaxed),
                 },
             );
         });

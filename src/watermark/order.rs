@@ -41,6 +41,24 @@
 //! A partition walks about once per 127 sends, the queue's length each
 //! time.
 //!
+//! # Keeping a failure, bounded
+//!
+//! After a failure the advance keeps the failed record and those it passes
+//! after it (see `Queue::kept`), so that `progress()` still reports what
+//! was acked beyond the failure. It keeps at most `Watermarks::keep_max`
+//! of them (as many positions as the budget's bitset form encodes, at most
+//! 4,096): past that, or when a sender's budget check finds that the
+//! life's fixed blocks (its failed records, with every open record taken
+//! as acked) alone do not fit the budget, the life *stops keeping*. The
+//! advancer lets the records go (front to back, as when the life ends),
+//! and the life reads as stopped: the failed offset, nothing done past
+//! it, and no budget check, as before a failure was kept. A sender cannot
+//! let go itself (the advancer owns the queue): it stores the life's
+//! `stopped` word in `Queue::unkept`, which the walk and the budget check
+//! read as stopped at once, and the advancer acts on at its next pass.
+//! Forgetting kept records only makes a restart redo them: the walk never
+//! reads a failed or unacked record as done either way.
+//!
 //! # Owed offsets
 //!
 //! An offset never sent below a sent one counts as done (a compaction
@@ -498,8 +516,9 @@ impl Watermarks {
     ) -> Result<u64, Undecided> {
         let credit = tail_credit(tail);
         // A failure stops the watermark, not the budget: what was acked
-        // past it is still reported, so the walk reads it, from the failed
-        // record on, and the check bounds it as before the failure.
+        // past it is still reported while the life keeps it, so the walk
+        // reads it, from the failed record on, and the check bounds it as
+        // before the failure.
         if credit >= units {
             return Ok(credit - units);
         }
@@ -521,7 +540,34 @@ impl Watermarks {
         if !exact || !in_order {
             return Err(Undecided::Again);
         }
-        budget::check(&walk.records, seq, max).ok_or(Undecided::Refused(Refusal::OverBudget))
+        if let Some(credit) = budget::check(&walk.records, seq, max) {
+            return Ok(credit);
+        }
+        if walk.kept != 0 {
+            // A kept life: its failed records are not done for good. If,
+            // with every record still open acked, ours would not fit
+            // either, nothing can free the budget: the life stops keeping
+            // (see "Keeping a failure, bounded"), and, read as stopped,
+            // skips the check. In place: the walk is read again anyway.
+            for record in &mut walk.records {
+                if record.1 == Seen::Open {
+                    record.1 = Seen::Done;
+                }
+            }
+            // Mutant `kept_past_bound` (loom suite only): the life keeps
+            // its records, and the send is refused for good.
+            if budget::check(&walk.records, seq, max).is_none()
+                && cfg!(not(inflight_mutant = "kept_past_bound"))
+            {
+                if let Some(queue) = self.queues.get(partition) {
+                    // Relaxed: read by `keeps`, which orders nothing on it;
+                    // our own walk, next, reads our store.
+                    queue.unkept.store(walk.kept, Ordering::Relaxed);
+                }
+                return Err(Undecided::Again);
+            }
+        }
+        Err(Undecided::Refused(Refusal::OverBudget))
     }
 
     /// The record last queued in `partition`, as a tail word without credit

@@ -22,7 +22,10 @@
 //! stops at a record of a newer life (a mark there holds `MARKED` for
 //! itself). The advance lets kept records go front to back, after clearing
 //! `KEPT`: a walk that finds one gone starts again and reports the failed
-//! offset alone (the life ended).
+//! offset alone (the life ended). The advance keeps at most
+//! `Watermarks::keep_max` records, so such a walk reads at most that many
+//! before the live queue; a life past the bound, or one a sender asked to
+//! stop keeping (`Queue::unkept`), reads as stopped.
 
 use super::order::seq_of;
 use super::*;
@@ -53,6 +56,9 @@ pub(crate) struct Walk {
     pub(crate) stopped_at: Option<u64>,
     /// The life's records still queued, in queue (and position) order.
     pub(crate) records: Vec<(u64, Seen)>,
+    /// The `stopped` word of the kept life the walk read from its failed
+    /// record on (see `Queue::kept`), or 0: not a kept life.
+    pub(super) kept: u64,
     /// The last record the walk reached (of any life), as a [`tail_word`]
     /// without credit (its node and tag), 0 for none.
     pub(super) end: u64,
@@ -108,6 +114,7 @@ impl Watermarks {
             out.records.clear();
             out.done_below = None;
             out.stopped_at = None;
+            out.kept = 0;
             // Acquire: pairs with the advancer's Release store: the head's
             // fields (its position included) are visible.
             let last = queue.last.load(Ordering::Acquire);
@@ -117,7 +124,9 @@ impl Watermarks {
             let stopped = queue.stopped.load(Ordering::Acquire);
             // A kept life: its failure was passed, and its records are kept
             // from there on (see `Queue::kept`): start at the failed record.
-            let kept = stopped_in(stopped, life) && stopped & KEPT != 0;
+            // A life a sender asked to stop keeping (`Queue::unkept`) is
+            // read as stopped at once, before the advancer lets it go.
+            let kept = stopped_in(stopped, life) && keeps(queue, stopped);
             if stopped_in(stopped, life) && !kept {
                 // The life ended since (its records are let go), or was
                 // stopped by a revoke's release: nothing past the stop is
@@ -145,6 +154,7 @@ impl Watermarks {
                     continue 'start;
                 }
                 out.records.push((seq, Seen::Failed));
+                out.kept = stopped;
                 out.end = tail_word(tail_node(failed), first.tag, 0);
                 (&slot.next_queued, Some(first))
             } else if last == 0 {
