@@ -518,3 +518,45 @@ fn what_was_read_back_stays_done_when_the_partition_moves_on_early() {
         "4..10 were done before: not redone by the owner after this one"
     );
 }
+
+#[test]
+fn a_topic_store_reads_back_while_others_save() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    store(&cluster, "group")
+        .save(&HashMap::from([(partition.clone(), Progress::at(5))]))
+        .unwrap();
+    // Another group's consumer saves all along, as each member of a group
+    // does every 100 ms.
+    let others = Arc::new(store(&cluster, "other"));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let saving = {
+        let (others, stop) = (others.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut next = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                next += 1;
+                let points =
+                    HashMap::from([(TopicPartition::new("source", 0), Progress::at(next))]);
+                others.save(&points).unwrap();
+            }
+            next
+        })
+    };
+    let mut committed = TopicPartitionList::new();
+    committed
+        .add_partition_offset("source", 0, Offset::Invalid)
+        .unwrap();
+    let started = Instant::now();
+    let back = store(&cluster, "group").load(&committed, Duration::from_secs(10));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let saved = saving.join().unwrap();
+    assert!(saved > 0);
+    assert_eq!(
+        back.unwrap()[&partition],
+        Progress::at(5),
+        "after {:?}",
+        started.elapsed()
+    );
+}
