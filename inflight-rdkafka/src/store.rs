@@ -113,9 +113,10 @@ impl ProducerContext for Deliveries {
 /// ([`Progress::encode`], printable ASCII). Create the topic with
 /// `cleanup.policy=compact` and one partition (or let the broker create
 /// it). A save is produced and flushed (`acks=all`) before the group
-/// commit; a load reads the topic from its start to its end and keeps the
-/// last record per key, or the group's committed point where that is
-/// further (something else committed past it).
+/// commit; a load reads the topic from its start to its end (the high
+/// watermark of its first fetch: records others save meanwhile may be
+/// left out) and keeps the last record per key, or the group's committed
+/// point where that is further (something else committed past it).
 pub struct TopicStore {
     config: ClientConfig,
     topic: String,
