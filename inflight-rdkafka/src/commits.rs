@@ -186,7 +186,19 @@ impl Commits {
         K: ConsumerContext,
         M: Resumable,
     {
-        let due = self.due(M::changes(tracker));
+        self.commit_changes(consumer, M::changes(tracker), mode, store)
+    }
+
+    /// [`commit_to`](Self::commit_to) for commit points already taken from
+    /// the tracker (`HandOffContext` merges them with what it read back).
+    pub(crate) fn commit_changes<K: ConsumerContext>(
+        &self,
+        consumer: &impl Consumer<K>,
+        changes: HashMap<TopicPartition, Progress>,
+        mode: CommitMode,
+        store: &dyn ProgressStore,
+    ) -> KafkaResult<usize> {
+        let due = self.due(changes);
         if due.is_empty() {
             return Ok(0);
         }

@@ -240,6 +240,60 @@ impl Resume {
     pub fn get(&self, partition: &TopicPartition) -> Option<&Progress> {
         self.progress.get(partition)
     }
+
+    /// `changes`, a tracker's commit points, each with what was read back
+    /// for its partition: everything either says is done (see [`merge`]).
+    pub(crate) fn merged(
+        &self,
+        mut changes: HashMap<TopicPartition, Progress>,
+    ) -> HashMap<TopicPartition, Progress> {
+        for (partition, tracked) in &mut changes {
+            if let Some(resumed) = self.progress.get(partition) {
+                *tracked = merge(resumed, tracked);
+            }
+        }
+        changes
+    }
+}
+
+/// `resumed` (read back on assignment) and `tracked` (the tracker's
+/// progress since: it starts at or after `resumed.next()`) as one commit
+/// point: every offset either says is done.
+///
+/// The tracker knows only what it was sent: the records the consumer
+/// skipped as done (`is_done`) count as done while they lie between sent
+/// ones, but what `resumed` had done past the tracker's last record would
+/// be lost at the next commit, and redone by the next owner, if the
+/// partition moved on before the tracker got past it.
+pub(crate) fn merge(resumed: &Progress, tracked: &Progress) -> Progress {
+    let end_of = |p: &Progress| p.done_ranges().last().map_or(p.next(), |r| r.end);
+    if end_of(resumed) <= tracked.next() {
+        return tracked.clone(); // the tracker is past all of it
+    }
+    let end = end_of(resumed).max(end_of(tracked));
+    let base = resumed.next().max(tracked.next());
+    let mut done: Vec<std::ops::Range<u64>> = resumed
+        .done_ranges()
+        .chain(tracked.done_ranges())
+        .chain(std::iter::once(0..base))
+        .collect();
+    done.sort_by_key(|r| r.start);
+    // The offsets below `end` that neither says are done: in flight on the
+    // tracker, or pending in `resumed` and not sent yet.
+    let mut pending = Vec::new();
+    let mut at = 0; // everything below `at` is accounted for
+    for range in done {
+        if range.start > at {
+            pending.extend(at..range.start);
+        }
+        at = at.max(range.end);
+    }
+    match pending.first() {
+        None => Progress::at(end),
+        Some(&next) => {
+            Progress::from_pending(next, end, pending).unwrap_or_else(|| tracked.clone())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +329,26 @@ mod tests {
         let resume = Resume { progress: back };
         assert!(!resume.is_done(&a, 100) && resume.is_done(&a, 101) && resume.is_done(&a, 99));
         assert!(!resume.is_done(&a, 110) && !resume.is_done(&TopicPartition::new("x", 0), 1));
+    }
+
+    #[test]
+    fn merge_keeps_what_the_resumed_progress_had_done() {
+        // Resumed: next 100, 101..150 and 160..170 done.
+        let resumed = Progress::from_pending(100, 170, [100].into_iter().chain(150..160)).unwrap();
+        // The tracker sent 100 (acked) and 150 (in flight), skipping 101..150.
+        let tracked = Progress::from_pending(150, 151, [150]).unwrap();
+        let merged = merge(&resumed, &tracked);
+        assert_eq!(merged.next(), 150);
+        assert!(merged.is_done(149) && !merged.is_done(150) && !merged.is_done(155));
+        assert!(merged.is_done(165) && !merged.is_done(170));
+        // All acked up to 159: the resumed ranges join on.
+        assert_eq!(merge(&resumed, &Progress::at(160)), Progress::at(170));
+        // Past the resumed ranges: the tracker alone.
+        let tracked = Progress::from_pending(180, 190, [180]).unwrap();
+        assert_eq!(merge(&resumed, &tracked), tracked);
+        // Nothing resumed beyond next.
+        let tracked = Progress::from_pending(100, 105, [100, 103]).unwrap();
+        assert_eq!(merge(&Progress::at(100), &tracked), tracked);
     }
 
     #[test]

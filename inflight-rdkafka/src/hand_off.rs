@@ -101,7 +101,10 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   what is due again, saved in the [`store`](Self::store) (nothing to
 ///   do for the default [`GroupCommitStore`]) and committed; each commit
 ///   point is kept until a result confirms it, so a failed commit's point
-///   is sent again at the next call (see [`Commits`]).
+///   is sent again at the next call (see [`Commits`]). A point keeps what
+///   was read back for its partition on assignment: offsets done there
+///   past what the tracker was sent since stay done, so a partition that
+///   moves on soon after it came here does not lose them.
 /// - **Revoked** partitions (`pre_rebalance`): a bounded
 ///   [`drain_partition`](Tracker::drain_partition) of each, waiting at most
 ///   `drain_timeout` (yours; nothing else waits); then a synchronous
@@ -319,7 +322,9 @@ fn consumer_commit<M: Resumable, C: OnRebalance>(
 /// what is due again after a failed commit (see [`Commits::commit`]): for
 /// a progress tracker each partition's `next()` (**next to read**, as it
 /// is) with its `encode()`d progress as metadata; for a watermark tracker
-/// `committable()` (**last done**) `+ 1`. Returns how many partitions it
+/// `committable()` (**last done**) `+ 1`. A partition's point keeps
+/// what was read back for it on assignment (offsets done there stay done,
+/// past the tracker's last record too). Returns how many partitions it
 /// sent.
 ///
 /// With [`CommitMode::Async`] the result comes to the commit callback,
@@ -332,9 +337,14 @@ pub fn commit_progress<M: Resumable, C: OnRebalance>(
     mode: CommitMode,
 ) -> KafkaResult<usize> {
     let context = consumer.context();
+    let changes = context
+        .resume
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .merged(M::changes(&context.tracker));
     context
         .commits
-        .commit_to(consumer, &context.tracker, mode, &*context.store)
+        .commit_changes(consumer, changes, mode, &*context.store)
 }
 
 impl<M: Resumable, C: ClientContext> ClientContext for HandOffContext<M, C> {

@@ -113,9 +113,10 @@ impl ProducerContext for Deliveries {
 /// ([`Progress::encode`], printable ASCII). Create the topic with
 /// `cleanup.policy=compact` and one partition (or let the broker create
 /// it). A save is produced and flushed (`acks=all`) before the group
-/// commit; a load reads the topic from its start to its end and keeps the
-/// last record per key, or the group's committed point where that is
-/// further (something else committed past it).
+/// commit; a load reads the topic from its start to its end (the high
+/// watermark of its first fetch: records others save meanwhile may be
+/// left out) and keeps the last record per key, or the group's committed
+/// point where that is further (something else committed past it).
 pub struct TopicStore {
     config: ClientConfig,
     topic: String,
@@ -216,6 +217,12 @@ impl ProgressStore for TopicStore {
         reader.assign(&list)?;
         let deadline = Instant::now() + timeout;
         let mut kept: HashMap<TopicPartition, Progress> = HashMap::new();
+        // Where the read ends: the high watermark of the first fetch that
+        // brought records, which was answered after this load began, so
+        // every save made before is below it. Not `PartitionEOF` alone:
+        // while others save, tansu 0.6.0 never answers a fetch at the end,
+        // and the read would not end.
+        let mut end: Option<i64> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -228,13 +235,16 @@ impl ProgressStore for TopicStore {
                 Some(Err(KafkaError::PartitionEOF(_))) => break,
                 Some(Err(e)) => return Err(e),
                 Some(Ok(message)) => {
+                    let end = *end.get_or_insert_with(|| high_watermark(&reader, &self.topic));
                     let key = message.key().and_then(|k| std::str::from_utf8(k).ok());
-                    let Some(partition) = key.and_then(|k| wanted.get(k)) else {
-                        continue;
-                    };
                     let value = message.payload().and_then(|v| std::str::from_utf8(v).ok());
-                    if let Some(progress) = value.and_then(parse) {
-                        kept.insert(partition.clone(), progress);
+                    if let Some(partition) = key.and_then(|k| wanted.get(k)) {
+                        if let Some(progress) = value.and_then(parse) {
+                            kept.insert(partition.clone(), progress);
+                        }
+                    }
+                    if message.offset() + 1 >= end {
+                        break;
                     }
                 }
             }
@@ -248,6 +258,32 @@ impl ProgressStore for TopicStore {
             }
         }
         Ok(points)
+    }
+}
+
+/// Partition 0's high watermark as `reader`'s last fetch response gave it
+/// (librdkafka's cached value, no request); `i64::MAX` if none is known.
+fn high_watermark(reader: &BaseConsumer, topic: &str) -> i64 {
+    let Ok(topic) = std::ffi::CString::new(topic) else {
+        return i64::MAX;
+    };
+    let (mut low, mut high) = (-1_i64, -1_i64);
+    // SAFETY: `reader`'s handle is live for this call; `topic` is a
+    // NUL-terminated string that outlives it; the two outputs are valid
+    // `i64`s for librdkafka to write.
+    let err = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            reader.client().native_ptr(),
+            topic.as_ptr(),
+            0,
+            &mut low,
+            &mut high,
+        )
+    };
+    if err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0 {
+        high
+    } else {
+        i64::MAX
     }
 }
 

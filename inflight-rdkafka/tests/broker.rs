@@ -1,5 +1,6 @@
 //! Against a real Kafka-protocol broker: deliveries resolve tickets,
-//! progress is committed and read back, and a rebalance runs the hand-off.
+//! progress is committed and read back, a rebalance runs the hand-off, and
+//! a topic store reads back while others write to it.
 //!
 //! Ignored by default; `kafka-e2e/run` runs them with its broker:
 //!
@@ -16,17 +17,20 @@
 use inflight::{Progress, Tracker};
 use inflight_rdkafka::consumer::{commit_list, progress_of};
 use inflight_rdkafka::{
-    commit_progress, HandOffContext, TicketOpaque, TopicPartition, TrackingContext,
+    commit_progress, HandOffContext, ProgressStore, TicketOpaque, TopicPartition, TopicStore,
+    TrackingContext,
 };
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::topic_partition_list::TopicPartitionList;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::Message;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -275,4 +279,44 @@ fn a_rebalance_hands_the_partitions_off() {
     // Whatever a revoked the partition, a late ack of its record changes nothing.
     let errors = a.context().errors();
     assert!(errors.iter().all(|e| e.contains("drain")), "{errors:?}");
+}
+
+#[test]
+#[ignore = "needs a broker: KAFKA_E2E_BROKERS"]
+fn a_topic_store_reads_back_while_others_save() {
+    let topic = unique("ir-store");
+    create_topic(&topic, 1);
+    let store = |group: &str| TopicStore::new(&config(), &topic, group, Duration::from_secs(10));
+    let partition = TopicPartition::new("source", 0);
+    store("group")
+        .unwrap()
+        .save(&HashMap::from([(partition.clone(), Progress::at(5))]))
+        .unwrap();
+    // Another group's consumer saves all along, as each member of a group
+    // does every 100 ms: the read ends all the same.
+    let others = store("other").unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let saving = scope.spawn(|| {
+            let mut next = 0;
+            while !stop.load(Ordering::Relaxed) {
+                next += 1;
+                let points = HashMap::from([(partition.clone(), Progress::at(next))]);
+                others.save(&points).unwrap();
+            }
+            next
+        });
+        let mut committed = TopicPartitionList::new();
+        committed
+            .add_partition_offset("source", 0, Offset::Invalid)
+            .unwrap();
+        let started = Instant::now();
+        let back = store("group")
+            .unwrap()
+            .load(&committed, Duration::from_secs(10));
+        stop.store(true, Ordering::Relaxed);
+        assert!(saving.join().unwrap() > 0);
+        let took = started.elapsed();
+        assert_eq!(back.unwrap()[&partition], Progress::at(5), "after {took:?}");
+    });
 }

@@ -1,7 +1,8 @@
 //! Against librdkafka's in-process mock cluster (no broker to start): the
 //! wrapped context's callbacks run, in the documented order; a failed
 //! commit's progress is committed again; a rebalance hands off; a topic
-//! store keeps progress where the group commit does not.
+//! store keeps progress where the group commit does not; what was read
+//! back on assignment stays done in the next commits.
 //!
 //! Every wait is a poll loop on the condition, with a deadline.
 
@@ -463,4 +464,99 @@ fn a_save_that_fails_makes_no_group_commit_and_is_made_again() {
     assert_eq!(commit_progress(&consumer, CommitMode::Sync).unwrap(), 1);
     assert_eq!(committed(&consumer), Offset::Offset(4));
     assert_eq!(consumer.context().commits().unconfirmed(), 0);
+}
+
+#[test]
+fn what_was_read_back_stays_done_when_the_partition_moves_on_early() {
+    let cluster = cluster();
+    let partition = TopicPartition::new("source", 0);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    // The first owner committed next 3, with 4..10 done past it.
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let first = consumer(
+        &cluster,
+        HandOffContext::new(tracker.clone(), Duration::from_secs(5)),
+    );
+    first.assign(&assignment).unwrap();
+    let mut tickets: Vec<_> = (0..10)
+        .map(|o| tracker.send(partition.clone(), o).unwrap())
+        .collect();
+    let _stuck = tickets.remove(3);
+    for ticket in tickets {
+        tracker.ack(ticket).unwrap();
+    }
+    assert_eq!(commit_progress(&first, CommitMode::Sync).unwrap(), 1);
+    drop(first);
+    // The next owner reads that back and does offset 3 only: its tracker
+    // was sent nothing past 3, and knows nothing of 4..10.
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let second = consumer(
+        &cluster,
+        HandOffContext::new(tracker.clone(), Duration::from_secs(10)),
+    );
+    second
+        .context()
+        .post_rebalance(&second, &Rebalance::Assign(&assignment));
+    assert_eq!(second.context().errors(), Vec::<String>::new());
+    assert!(!second.context().is_done(&partition, 3));
+    assert!(second.context().is_done(&partition, 4));
+    second.assign(&assignment).unwrap();
+    let ticket = tracker.send(partition.clone(), 3).unwrap();
+    tracker.ack(ticket).unwrap();
+    assert_eq!(commit_progress(&second, CommitMode::Sync).unwrap(), 1);
+    let committed = second
+        .committed_offsets(assignment.clone(), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        committed.find_partition("source", 0).unwrap().offset(),
+        Offset::Offset(10),
+        "4..10 were done before: not redone by the owner after this one"
+    );
+}
+
+#[test]
+fn a_topic_store_reads_back_while_others_save() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let partition = TopicPartition::new("source", 0);
+    store(&cluster, "group")
+        .save(&HashMap::from([(partition.clone(), Progress::at(5))]))
+        .unwrap();
+    // Another group's consumer saves all along, as each member of a group
+    // does every 100 ms.
+    let others = Arc::new(store(&cluster, "other"));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let saving = {
+        let (others, stop) = (others.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut next = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                next += 1;
+                let points =
+                    HashMap::from([(TopicPartition::new("source", 0), Progress::at(next))]);
+                others.save(&points).unwrap();
+            }
+            next
+        })
+    };
+    let mut committed = TopicPartitionList::new();
+    committed
+        .add_partition_offset("source", 0, Offset::Invalid)
+        .unwrap();
+    let started = Instant::now();
+    let back = store(&cluster, "group").load(&committed, Duration::from_secs(10));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let saved = saving.join().unwrap();
+    assert!(saved > 0);
+    assert_eq!(
+        back.unwrap()[&partition],
+        Progress::at(5),
+        "after {:?}",
+        started.elapsed()
+    );
 }

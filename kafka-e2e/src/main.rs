@@ -287,6 +287,7 @@ fn consumer_group(options: &HashMap<String, String>) -> Result<bool, Error> {
             .args(["--source", &config.source])
             .args(["--sink", &config.sink])
             .args(["--ledger", &config.ledger])
+            .args(["--store", &config.store])
             .args(["--group", &config.group])
             .args(["--name", &config.name])
             .args(["--metadata", if config.metadata { "on" } else { "off" }])
@@ -316,7 +317,7 @@ fn consumer_group(options: &HashMap<String, String>) -> Result<bool, Error> {
         let report = driver::run(&brokers, &prefix, metadata, &plan, &launch)?;
         let s = &report.sink;
         println!(
-            "  {}: {} rebalances, {} clean stops, {} kills, {} source records, {} sink records, {} duplicates after clean stops and rebalances, {} after kills, {} missing, {} malformed; {} partitions taken without a release, {} worker errors, {} failed stops, {} ledger ends wrong; {:.1?}",
+            "  {}: {} rebalances, {} clean stops, {} kills, {} source records, {} sink records, {} duplicates after clean stops and rebalances, {} after kills, {} missing, {} malformed; {} partitions taken without a release, {} worker errors, {} failed stops, {} stored ends wrong; {:.1?}",
             if metadata { "metadata" } else { "plain" },
             report.rebalances,
             report.clean_stops,
@@ -330,7 +331,7 @@ fn consumer_group(options: &HashMap<String, String>) -> Result<bool, Error> {
             report.gave_up,
             report.errors,
             report.bad_stops,
-            report.ledger_mismatches,
+            report.store_mismatches,
             report.took
         );
         for example in &s.examples {
@@ -351,9 +352,9 @@ fn consumer_group(options: &HashMap<String, String>) -> Result<bool, Error> {
         if r.rebalances < 6 || r.clean_stops < 4 || r.kills < 2 {
             failures.push(format!("{mode}: the schedule fell short"));
         }
-        if r.sink.malformed > 0 || r.bad_stops > 0 || r.ledger_mismatches > 0 {
+        if r.sink.malformed > 0 || r.bad_stops > 0 || r.store_mismatches > 0 {
             failures.push(format!(
-                "{mode}: malformed records, failed stops or wrong ledger ends"
+                "{mode}: malformed records, failed stops or wrong stored ends"
             ));
         }
     }
@@ -403,6 +404,7 @@ fn group_worker_process(options: &HashMap<String, String>) -> Result<bool, Error
     config.source = option(options, "source", None)?;
     config.sink = option(options, "sink", None)?;
     config.ledger = option(options, "ledger", None)?;
+    config.store = option(options, "store", None)?;
     config.group = option(options, "group", None)?;
     config.seed = option(options, "seed", Some(1))?;
     config.threads = option(options, "threads", Some(config.threads))?;
@@ -431,8 +433,9 @@ fn group_worker_process(options: &HashMap<String, String>) -> Result<bool, Error
 }
 
 /// Records per second through one worker, end to end (consume, produce to
-/// the sink, ack on delivery, progress to the ledger and the group every
-/// 100 ms), with the tracker's progress and with plain watermarks.
+/// the sink, ack on delivery, progress saved in the store and committed to
+/// the group every 100 ms), with the tracker's progress and with plain
+/// watermarks.
 fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error> {
     let brokers: String = option(options, "brokers", None)?;
     let records: u64 = option(options, "records", Some(300_000))?;
@@ -461,6 +464,7 @@ fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error>
                     (&config.source, partitions, &[]),
                     (&config.sink, partitions, &[]),
                     (&config.ledger, 1, &[]),
+                    (&config.store, 1, &[("cleanup.policy", "compact")]),
                 ],
             )?;
             Filler::start(&brokers, &config.source, partitions, 0, Some(records))?.join()?;

@@ -16,7 +16,7 @@
 
 use super::verify::{self, Filler, SinkCheck};
 use super::worker::{WorkerConfig, WorkerEvent};
-use super::{ledger, Rng};
+use super::Rng;
 use crate::kafka;
 use crate::Error;
 use std::collections::HashSet;
@@ -55,8 +55,9 @@ pub struct ModeReport {
     pub gave_up: usize,
     /// Errors the workers reported.
     pub errors: usize,
-    /// Ledger's final next offsets that differ from the source's ends.
-    pub ledger_mismatches: usize,
+    /// The progress store's final next offsets that differ from the
+    /// source's ends.
+    pub store_mismatches: usize,
     pub took: Duration,
 }
 
@@ -328,6 +329,7 @@ pub fn run(
             (&config.source, plan.partitions, &[]),
             (&config.sink, plan.partitions, &[]),
             (&config.ledger, 1, &[]),
+            (&config.store, 1, &[("cleanup.policy", "compact")]),
         ],
     )?;
     let (sender, lines) = mpsc::channel();
@@ -421,9 +423,14 @@ fn schedule(driver: &mut Driver<'_>, brokers: &str, config: &WorkerConfig) -> Re
     }
     driver.say("all workers stopped; reading the sink");
 
-    let entries = ledger::read(brokers, &config.ledger, Duration::from_secs(60))?;
-    let next = verify::ledger_next(&entries, plan.partitions);
-    driver.report.ledger_mismatches = next.iter().zip(&counts).filter(|(n, c)| n != c).count();
+    let next = verify::store_next(
+        brokers,
+        &config.store,
+        &config.group,
+        &config.source,
+        plan.partitions,
+    )?;
+    driver.report.store_mismatches = next.iter().zip(&counts).filter(|(n, c)| n != c).count();
     let sink = kafka::read_topic(
         brokers,
         &config.sink,

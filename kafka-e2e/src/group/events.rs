@@ -12,8 +12,8 @@ pub enum WorkerEvent {
     Assigned(Vec<i32>),
     /// Handed these off.
     Revoked(Vec<i32>),
-    /// A ledger write (the `count`th) and group commit of these partitions'
-    /// next offsets.
+    /// A save in the progress store (the `count`th), before the group
+    /// commit, of these partitions' next offsets.
     Committed {
         count: u64,
         next: BTreeMap<i32, u64>,
@@ -112,7 +112,7 @@ mod tests {
                 partition: 2,
                 holder: "w3.1".into(),
             },
-            WorkerEvent::Error("ledger write: x y".into()),
+            WorkerEvent::Error("ledger Claim: x y".into()),
         ];
         for event in events {
             assert_eq!(WorkerEvent::parse(&event.to_string()), Some(event));

@@ -1,38 +1,34 @@
-//! The ledger: each source partition's progress, and who owns it, as keyed
-//! records in a one-partition topic (the last entry per partition tells).
+//! The ledger: who owns each source partition, as keyed records in a
+//! one-partition topic (the last entries per partition tell).
 //!
-//! tansu 0.6.0 stores a commit's metadata but returns none, so progress
-//! beyond the committed offset cannot be read back from the group; and it
-//! has no join barrier and no commit fencing, so a partition can have a new
-//! owner while its old owner still finishes it. The ledger covers both, the
-//! way Kafka Connect's offsets topic keeps a source's offsets:
+//! tansu 0.6.0 has no join barrier and no commit fencing, so a partition
+//! can have a new owner while its old owner still hands it off. The
+//! workers' progress is kept by `inflight_rdkafka`'s [`TopicStore`]; the
+//! ledger only orders the owners, as a hand-off protocol on top of tansu's
+//! group (not a coordinator):
 //!
 //! - **Claim** (`C`): written by a member that was assigned the partition,
-//!   before it consumes anything of it.
-//! - **Progress** (`P`): the owner's progress, every 100 ms when it changed:
-//!   the next offset and [`Progress::encode`] (empty without metadata).
-//!   Written, and its delivery awaited, before the same offset is committed
-//!   to the group (so the group's offsets stay right for other tools).
+//!   before the context reads its progress back.
 //! - **Release** (`R`): the owner's last entry for the partition, written
-//!   by the hand-off on revocation after `drain_partition`, before
-//!   `revoke`.
+//!   after the context's hand-off (`drain_partition`, the final commit,
+//!   saved in the store first, then `revoke`).
 //!
 //! A claimant owns the partition once the first claim after the latest
-//! release is its own ([`decide`]); it then resumes from the latest
-//! progress or release. A claim made before that release is stale and is
+//! release is its own ([`decide`]); it then reads the progress back, which
+//! the release follows. A claim made before that release is stale and is
 //! made again. A killed owner never releases: the claimant waits for a
-//! deadline, then resumes from the killed owner's last progress (its
+//! deadline, then resumes from the killed owner's last saved progress (its
 //! records after it are redone: the duplicates after kills). With a real
-//! Kafka broker the join barrier gives the same order; this is a hand-off
-//! protocol on top of tansu's group, not a coordinator.
+//! Kafka broker the join barrier gives the same order.
 //!
-//! Entry: key `<partition>`, value `<kind> <owner> <next> <metadata>`; the
-//! owner is `<worker>.<assignment number>`.
+//! Entry: key `<partition>`, value `<kind> <owner>`; the owner is
+//! `<worker>.<assignment number>`.
+//!
+//! [`TopicStore`]: inflight_rdkafka::TopicStore
 
 use crate::kafka;
 use crate::keyed::KeyedWriter;
 use crate::Error;
-use inflight::Progress;
 use std::time::Duration;
 
 /// What an entry says.
@@ -40,20 +36,8 @@ use std::time::Duration;
 pub enum Kind {
     /// The owner was assigned the partition and asks for it.
     Claim,
-    /// The owner's progress.
-    Progress,
-    /// The owner's final progress: it handed the partition off.
+    /// The owner handed the partition off.
     Release,
-}
-
-impl Kind {
-    fn tag(self) -> char {
-        match self {
-            Kind::Claim => 'C',
-            Kind::Progress => 'P',
-            Kind::Release => 'R',
-        }
-    }
 }
 
 /// One ledger record.
@@ -61,59 +45,39 @@ impl Kind {
 pub struct Entry {
     /// The source partition.
     pub partition: i32,
-    /// Claim, progress or release.
+    /// Claim or release.
     pub kind: Kind,
     /// `<worker>.<assignment number>`.
     pub owner: String,
-    /// The next offset to read (Kafka's committed offset).
-    pub next: u64,
-    /// [`Progress::encode`], empty without metadata (and in claims).
-    pub metadata: String,
 }
 
 impl Entry {
     /// The record's value.
     pub fn value(&self) -> String {
-        format!(
-            "{} {} {} {}",
-            self.kind.tag(),
-            self.owner,
-            self.next,
-            self.metadata
-        )
+        let tag = match self.kind {
+            Kind::Claim => 'C',
+            Kind::Release => 'R',
+        };
+        format!("{tag} {}", self.owner)
     }
 
     /// An entry from a record's key and value; `None` if malformed.
     pub fn parse(key: &[u8], value: &[u8]) -> Option<Entry> {
         let partition = std::str::from_utf8(key).ok()?.parse().ok()?;
-        let mut fields = std::str::from_utf8(value).ok()?.splitn(4, ' ');
-        let kind = match fields.next()? {
+        let (tag, owner) = std::str::from_utf8(value).ok()?.split_once(' ')?;
+        let kind = match tag {
             "C" => Kind::Claim,
-            "P" => Kind::Progress,
             "R" => Kind::Release,
             _ => return None,
         };
-        let owner = fields.next()?.to_string();
-        let next = fields.next()?.parse().ok()?;
-        let metadata = fields.next()?.to_string();
+        if owner.is_empty() || owner.contains(' ') {
+            return None;
+        }
         Some(Entry {
             partition,
             kind,
-            owner,
-            next,
-            metadata,
+            owner: owner.to_string(),
         })
-    }
-
-    /// The progress this entry records: with `metadata`, decoded (what does
-    /// not decode counts as nothing done past `next`); without, `next`
-    /// alone.
-    pub fn progress(&self, metadata: bool) -> Progress {
-        if metadata {
-            Progress::decode(self.next, &self.metadata).unwrap_or_else(|_| Progress::at(self.next))
-        } else {
-            Progress::at(self.next)
-        }
     }
 }
 
@@ -121,9 +85,8 @@ impl Entry {
 /// order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// The first claim after the latest release is `me`'s: resume from
-    /// this entry's progress (`None`: the partition never had any).
-    Granted(Option<Entry>),
+    /// The first claim after the latest release is `me`'s.
+    Granted,
     /// Another claim came first; wait for its owner's release.
     Wait { holder: String },
     /// `me` has no claim after the latest release: claim (again).
@@ -146,17 +109,8 @@ pub fn decide(entries: &[Entry], partition: i32, me: &str) -> Decision {
         Some(first) if first.owner != me => Decision::Wait {
             holder: first.owner.clone(),
         },
-        _ => Decision::Granted(latest_progress(entries, partition)),
+        _ => Decision::Granted,
     }
-}
-
-/// The latest progress or release entry of `partition`.
-pub fn latest_progress(entries: &[Entry], partition: i32) -> Option<Entry> {
-    entries
-        .iter()
-        .rev()
-        .find(|e| e.partition == partition && e.kind != Kind::Claim)
-        .cloned()
 }
 
 /// Reads the whole ledger, in order.
@@ -198,71 +152,29 @@ impl Writer {
     }
 }
 
-/// `resumed` (read from the ledger on assignment) and `tracked` (the
-/// tracker's progress since: its first record is `resumed.next()`) as one:
-/// everything either says is done. The tracker skips nothing itself, so
-/// offsets `resumed` had done past the tracker's last record would
-/// otherwise be forgotten at the next commit.
-pub fn merge(resumed: &Progress, tracked: &Progress) -> Progress {
-    let end_of = |p: &Progress| p.done_ranges().last().map_or(p.next(), |r| r.end);
-    let end = end_of(resumed).max(end_of(tracked));
-    let base = resumed.next().max(tracked.next());
-    if end_of(resumed) <= tracked.next() {
-        return tracked.clone();
-    }
-    let mut done: Vec<std::ops::Range<u64>> = resumed
-        .done_ranges()
-        .chain(tracked.done_ranges())
-        .chain(std::iter::once(0..base))
-        .collect();
-    done.sort_by_key(|r| r.start);
-    let mut pending = Vec::new();
-    let mut at = 0; // everything below `at` is accounted for
-    for range in done {
-        if range.start > at {
-            pending.extend(at..range.start);
-        }
-        at = at.max(range.end);
-    }
-    match pending.first() {
-        None => Progress::at(end),
-        Some(&next) => {
-            Progress::from_pending(next, end, pending).unwrap_or_else(|| tracked.clone())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn entry(partition: i32, kind: Kind, owner: &str, next: u64) -> Entry {
+    fn entry(partition: i32, kind: Kind, owner: &str) -> Entry {
         Entry {
             partition,
             kind,
             owner: owner.into(),
-            next,
-            metadata: String::new(),
         }
     }
 
     #[test]
     fn an_entry_round_trips() {
-        let progress = Progress::from_pending(10, 20, [10, 15]).unwrap();
-        let e = Entry {
-            partition: 3,
-            kind: Kind::Release,
-            owner: "w2.4".into(),
-            next: 10,
-            metadata: progress.encode(),
-        };
-        let back = Entry::parse(b"3", e.value().as_bytes()).unwrap();
-        assert_eq!(back, e);
-        assert_eq!(back.progress(true), progress);
-        assert_eq!(back.progress(false), Progress::at(10));
-        let claim = entry(0, Kind::Claim, "w1.1", 0);
-        assert_eq!(Entry::parse(b"0", claim.value().as_bytes()), Some(claim));
-        assert_eq!(Entry::parse(b"0", b"X w1.1 0 "), None);
+        for e in [
+            entry(3, Kind::Release, "w2.4"),
+            entry(0, Kind::Claim, "w1.1"),
+        ] {
+            let key = e.partition.to_string();
+            assert_eq!(Entry::parse(key.as_bytes(), e.value().as_bytes()), Some(e));
+        }
+        assert_eq!(Entry::parse(b"0", b"X w1.1"), None);
+        assert_eq!(Entry::parse(b"0", b"C "), None);
     }
 
     #[test]
@@ -270,54 +182,27 @@ mod tests {
         use Kind::*;
         let mut log = vec![];
         assert_eq!(decide(&log, 0, "a.1"), Decision::Claim);
-        log.push(entry(0, Claim, "a.1", 0));
-        assert_eq!(decide(&log, 0, "a.1"), Decision::Granted(None));
-        log.push(entry(0, Progress, "a.1", 50));
+        log.push(entry(0, Claim, "a.1"));
+        assert_eq!(decide(&log, 0, "a.1"), Decision::Granted);
         // b is assigned while a still works: its claim waits for a.
-        log.push(entry(0, Claim, "b.1", 0));
+        log.push(entry(0, Claim, "b.1"));
         let wait = Decision::Wait {
             holder: "a.1".into(),
         };
         assert_eq!(decide(&log, 0, "b.1"), wait);
-        log.push(entry(0, Progress, "a.1", 60));
-        log.push(entry(0, Release, "a.1", 70));
+        log.push(entry(0, Release, "a.1"));
         // b's claim came before the release: claim again.
         assert_eq!(decide(&log, 0, "b.1"), Decision::Claim);
-        log.push(entry(0, Claim, "c.1", 0));
-        log.push(entry(0, Claim, "b.1", 0));
+        log.push(entry(0, Claim, "c.1"));
+        log.push(entry(0, Claim, "b.1"));
         assert_eq!(
             decide(&log, 0, "b.1"),
             Decision::Wait {
                 holder: "c.1".into()
             }
         );
-        let granted = decide(&log, 0, "c.1");
-        assert_eq!(
-            granted,
-            Decision::Granted(Some(entry(0, Release, "a.1", 70)))
-        );
+        assert_eq!(decide(&log, 0, "c.1"), Decision::Granted);
         // Another partition is independent.
         assert_eq!(decide(&log, 1, "b.1"), Decision::Claim);
-    }
-
-    #[test]
-    fn merge_keeps_what_the_resumed_progress_had_done() {
-        // Resumed: next 100, 101..150 and 160..170 done.
-        let resumed = Progress::from_pending(100, 170, [100].into_iter().chain(150..160)).unwrap();
-        // The tracker sent 100 (acked) and 150 (in flight), skipping 101..150.
-        let tracked = Progress::from_pending(150, 151, [150]).unwrap();
-        let merged = merge(&resumed, &tracked);
-        assert_eq!(merged.next(), 150);
-        assert!(merged.is_done(149) && !merged.is_done(150) && !merged.is_done(155));
-        assert!(merged.is_done(165) && !merged.is_done(170));
-        // All acked up to 159: the resumed ranges join on.
-        let tracked = Progress::at(160);
-        assert_eq!(merge(&resumed, &tracked), Progress::at(170));
-        // Past the resumed ranges: the tracker alone.
-        let tracked = Progress::from_pending(180, 190, [180]).unwrap();
-        assert_eq!(merge(&resumed, &tracked), tracked);
-        // Nothing resumed beyond next.
-        let tracked = Progress::from_pending(100, 105, [100, 103]).unwrap();
-        assert_eq!(merge(&Progress::at(100), &tracked), tracked);
     }
 }

@@ -5,27 +5,25 @@
 //! commit progress every 100 ms; a driver adds, stops and kills them, then
 //! reads the sink back.
 //!
-//! - [`ledger`]: where progress is kept. tansu 0.6.0 returns no commit
-//!   metadata and fences no commit, so each partition's progress (next
-//!   offset and [`Progress::encode`]) also goes to a one-partition *ledger*
-//!   topic, like Kafka Connect's offsets topic, with the hand-off markers
-//!   that stand in for the join barrier a real Kafka broker has: an owner
-//!   *claims* a partition, writes its *progress*, and *releases* it when a
-//!   rebalance takes it away; a new owner starts only once the previous
-//!   one released (or after a deadline: a killed owner never does).
 //! - [`worker`]: one worker (the `group-worker` process, or in-process for
-//!   the throughput run); [`context`], its consumer's context (commits and
-//!   the hand-off); [`events`], what it reports.
+//!   the throughput run) on `inflight_rdkafka`'s `HandOffContext` (commits,
+//!   the hand-off, the read-back) with a `TopicStore` for its progress:
+//!   tansu 0.6.0 returns no commit metadata; [`saves`], that store
+//!   reporting each save; [`events`], what a worker reports.
+//! - [`ledger`] and [`claims`]: tansu 0.6.0 has no join barrier and fences
+//!   no commit, so the workers' rebalance hooks (`OnRebalance`) *claim* a
+//!   partition in a one-partition ledger topic and wait for its previous
+//!   owner's *release* (written after the hand-off) before the context
+//!   reads its progress back.
 //! - [`driver`]: the seeded schedule of joins, clean stops and kills, run
 //!   with progress metadata and without (plain watermark commits).
 //! - [`verify`]: the source filler and the sink's check.
-//!
-//! [`Progress::encode`]: inflight::Progress::encode
 
-pub mod context;
+pub mod claims;
 pub mod driver;
 pub mod events;
 pub mod ledger;
+pub mod saves;
 pub mod verify;
 pub mod worker;
 

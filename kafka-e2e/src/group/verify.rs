@@ -6,11 +6,12 @@
 //! sink back then tells, per `(p, seq)`, which workers produced it, in the
 //! order they did.
 
-use super::ledger;
 use crate::kafka::{client_config, Record};
 use crate::Error;
+use inflight_rdkafka::{ProgressStore, TopicPartition, TopicStore};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
+use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -61,7 +62,7 @@ impl Filler {
             .set("max.in.flight.requests.per.connection", "1")
             .set("queue.buffering.max.messages", "100000")
             // Batches of at most this many records: a worker refetches
-            // that far before its resume offset (context::REFETCH_WINDOW).
+            // that far before its resume offset (claims::REFETCH_WINDOW).
             .set("batch.num.messages", "10000")
             .create_with_context(Counted::default())
             .map_err(|e| Error::kafka("creating the source producer", e))?;
@@ -215,12 +216,39 @@ pub fn check(sink: &[Record], counts: &[u64], killed: &HashSet<String>) -> SinkC
     out
 }
 
-/// The latest `next` offset per partition in the ledger (what every owner
-/// has made done so far).
-pub fn ledger_next(entries: &[ledger::Entry], partitions: i32) -> Vec<u64> {
-    (0..partitions)
-        .map(|p| ledger::latest_progress(entries, p).map_or(0, |e| e.next))
-        .collect()
+/// The next offset per partition that the progress store keeps for
+/// `group` (what every owner has made done so far), read as a new owner
+/// reads it: `TopicStore::load`, with no group commit to compare.
+pub fn store_next(
+    brokers: &str,
+    store: &str,
+    group: &str,
+    source: &str,
+    partitions: i32,
+) -> Result<Vec<u64>, Error> {
+    let store = TopicStore::new(
+        &client_config(brokers),
+        store,
+        group,
+        Duration::from_secs(5),
+    )
+    .map_err(|e| Error::kafka("creating a store reader", e))?;
+    let mut wanted = TopicPartitionList::new();
+    for p in 0..partitions {
+        wanted
+            .add_partition_offset(source, p, Offset::Invalid)
+            .map_err(|e| Error::kafka("partition list", e))?;
+    }
+    let points = store
+        .load(&wanted, Duration::from_secs(60))
+        .map_err(|e| Error::kafka("reading the progress store", e))?;
+    Ok((0..partitions)
+        .map(|p| {
+            points
+                .get(&TopicPartition::new(source, p))
+                .map_or(0, |progress| progress.next())
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -3,37 +3,42 @@
 //! the result to the sink with the record's ticket as the delivery opaque
 //! ([`TicketOpaque`]; [`TrackingContext`]'s delivery callback acks it, so a
 //! record is done only once its result is delivered), and every 100 ms
-//! write each owned partition's progress to the [ledger](super::ledger),
-//! then commit it to the group.
+//! [`commit_progress`]: each owned partition's progress saved in a
+//! [`TopicStore`] (awaited), then committed to the group.
 //!
-//! The consumer's context runs the hand-off on its polling thread, the
-//! same thread as the commits, so nothing of a partition is written after
-//! its release:
-//!
-//! - **revoked**: a bounded [`drain_partition`](Tracker::drain_partition),
-//!   the final progress written as a *release* and committed (synchronous),
-//!   then [`revoke`](Tracker::revoke);
-//! - **assigned**: a *claim* per partition, then waiting (bounded polling,
-//!   [`WorkerConfig::release_wait`]) until the previous owner released it,
-//!   then consuming from the released progress: its `next()`, skipping what
-//!   [`Progress::is_done`](inflight::Progress::is_done) says was done (with metadata; without, every
-//!   record from `next()` is done again).
+//! The consumer's context is `inflight_rdkafka`'s [`HandOffContext`],
+//! around the [ledger](super::ledger)'s [`Claims`]: on revocation the
+//! context's hand-off (a bounded `drain_partition`, the final commit,
+//! `revoke`), then a *release*; on assignment a *claim* and the wait for
+//! the previous owner's release, then the context's read-back from the
+//! store, then the partitions start a little early (see
+//! [`REFETCH_WINDOW`](super::claims::REFETCH_WINDOW)). A record is
+//! skipped when the context says it was done
+//! ([`HandOffContext::is_done`]). All of it runs on the consumer's polling
+//! thread, as the commits do, so nothing of a partition is saved after its
+//! release.
 //!
 //! With metadata the tracker is a progress tracker
-//! ([`Builder::progress`](inflight::Builder::progress)); without, a plain
-//! watermark tracker whose [`committable`](Tracker::committable) offset + 1
-//! is committed with no metadata.
+//! ([`Builder::progress`](inflight::Builder::progress)), whose progress
+//! past the first gap is saved and read back; without, a watermark
+//! tracker (`HandOffContext<Watermarks>`), which commits
+//! [`committable`](Tracker::committable) `+ 1` and nothing past it.
 
-use super::context::{Admit, GroupConsumer, GroupContext};
+use super::claims::{Admit, Claims};
 pub use super::events::{Events, WorkerEvent};
 use super::ledger::Writer;
+use super::saves::Reported;
 use super::Rng;
 use crate::kafka::{self, client_config};
 use crate::Error;
-use inflight::{ProgressTracker, SendError, Tracker};
+use inflight::mode::Watermarks;
+use inflight::{SendError, Tracker};
 use inflight_rdkafka::producer::is_queue_full;
-use inflight_rdkafka::{TicketOpaque, TopicPartition, TrackingContext};
-use rdkafka::consumer::Consumer;
+use inflight_rdkafka::{
+    commit_progress, HandOffContext, Resumable, TicketOpaque, TopicPartition, TopicStore,
+    TrackingContext,
+};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -49,8 +54,10 @@ pub struct WorkerConfig {
     pub brokers: String,
     pub source: String,
     pub sink: String,
-    /// The ledger topic (one partition).
+    /// The ledger topic (one partition): claims and releases.
     pub ledger: String,
+    /// The progress store's topic (one partition, compacted).
+    pub store: String,
     pub group: String,
     /// Unique per process (incarnation): written into each sink record.
     pub name: String,
@@ -73,8 +80,8 @@ pub struct WorkerConfig {
     /// The group session: a member silent this long is dropped.
     pub session_timeout: Duration,
     /// `Some(n)`: no group membership; own partitions `0..n` from the
-    /// start (claimed and released in the ledger all the same; commits
-    /// still go to the group). The throughput run uses it: saturated,
+    /// start (no claims, no releases: the only worker; commits still go to
+    /// the store and the group). The throughput run uses it: saturated,
     /// tansu 0.6.0 was seen to revoke a lone member's partitions and never
     /// assign them again.
     pub static_partitions: Option<i32>,
@@ -88,6 +95,7 @@ impl WorkerConfig {
             source: format!("{prefix}-source"),
             sink: format!("{prefix}-sink"),
             ledger: format!("{prefix}-ledger"),
+            store: format!("{prefix}-progress"),
             group: format!("{prefix}-group"),
             name: name.into(),
             metadata,
@@ -113,7 +121,7 @@ pub struct WorkerReport {
     /// Records skipped as done before the partition came here.
     pub skipped: u64,
     /// Records below the resume offset, fetched again and skipped (see
-    /// [`REFETCH_WINDOW`](super::context::REFETCH_WINDOW)).
+    /// [`REFETCH_WINDOW`](super::claims::REFETCH_WINDOW)).
     pub refetched: u64,
     /// Sink records delivered and failed.
     pub delivered: u64,
@@ -129,18 +137,28 @@ struct Job {
     ticket: TicketOpaque,
 }
 
-type SinkProducer =
-    ThreadedProducer<TrackingContext<TopicPartition, i64, inflight::mode::Progress>>;
+type SinkProducer<M> = ThreadedProducer<TrackingContext<TopicPartition, i64, M>>;
 
 /// Runs a worker until `stop`, then stops it cleanly: leave the group (the
 /// hand-off releases every partition), let every record deliver.
 pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<WorkerReport, Error> {
     kafka::check_reachable(&config.brokers, kafka::CONNECT_TIMEOUT)?;
-    // A progress tracker either way: without metadata, the context commits
-    // its watermarks (`committable`), which a progress tracker keeps too.
-    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
-        Arc::new(Tracker::builder().progress(4096).build());
-    let producer: Arc<SinkProducer> = Arc::new(
+    if config.metadata {
+        let tracker = Tracker::builder().progress(4096).build();
+        run_with(config, Arc::new(tracker), stop, events)
+    } else {
+        let tracker = Tracker::builder().watermarks().build();
+        run_with::<Watermarks>(config, Arc::new(tracker), stop, events)
+    }
+}
+
+fn run_with<M: Resumable>(
+    config: WorkerConfig,
+    tracker: Arc<Tracker<TopicPartition, i64, M>>,
+    stop: &AtomicBool,
+    events: Events,
+) -> Result<WorkerReport, Error> {
+    let producer: Arc<SinkProducer<M>> = Arc::new(
         client_config(&config.brokers)
             .set("linger.ms", "5")
             .set("acks", "all")
@@ -148,13 +166,21 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
             .create_with_context(TrackingContext::new(tracker.clone()))
             .map_err(|e| Error::kafka("creating the sink producer", e))?,
     );
-    let context = GroupContext::new(
+    let store = TopicStore::new(
+        &client_config(&config.brokers),
+        &config.store,
+        &config.group,
+        Duration::from_secs(5),
+    )
+    .map_err(|e| Error::kafka("creating the progress store", e))?;
+    let claims = Claims::new(
         config.clone(),
-        tracker.clone(),
         events.clone(),
         Writer::new(&config.brokers, &config.ledger)?,
     );
-    let consumer: GroupConsumer = client_config(&config.brokers)
+    let context = HandOffContext::wrap(claims, tracker.clone(), config.drain_timeout)
+        .store(Reported::new(store, events.clone()));
+    let consumer: BaseConsumer<HandOffContext<M, Claims>> = client_config(&config.brokers)
         .set("group.id", &config.group)
         .set("client.id", &config.name)
         .set("enable.auto.commit", "false")
@@ -172,21 +198,24 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
         .set("fetch.wait.max.ms", "50")
         .create_with_context(context)
         .map_err(|e| Error::kafka("creating the consumer", e))?;
+    let claims = consumer.context().inner();
     match config.static_partitions {
         None => consumer
             .subscribe(&[&config.source])
             .map_err(|e| Error::kafka("subscribing", e))?,
         Some(partitions) => {
+            // Fresh topics: nothing to read back, every partition from 0.
             let mut assignment = TopicPartitionList::new();
             for p in 0..partitions {
                 assignment
                     .add_partition_offset(&config.source, p, Offset::Beginning)
                     .map_err(|e| Error::kafka("assignment", e))?;
             }
-            consumer.context().take_over(&mut assignment);
             consumer
                 .assign(&assignment)
                 .map_err(|e| Error::kafka("assigning", e))?;
+            claims.own(&(0..partitions).collect::<Vec<_>>());
+            claims.report(WorkerEvent::Assigned((0..partitions).collect()));
         }
     }
 
@@ -215,11 +244,22 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
     loop {
         if leaving.is_none() && stop.load(Ordering::Acquire) {
             if config.static_partitions.is_some() {
-                let owned = consumer.context().owned();
-                consumer.context().hand_off(&consumer, &owned);
+                // No rebalance to hand them off: drain, commit, unassign.
+                let owned = claims.owned();
+                for &p in &owned {
+                    let partition = TopicPartition::new(&config.source, p);
+                    if let Err(e) = tracker.drain_partition(&partition, config.drain_timeout) {
+                        claims.report(WorkerEvent::Error(format!("drain of {p}: {e}")));
+                    }
+                }
+                if let Err(e) = commit_progress(&consumer, CommitMode::Sync) {
+                    claims.report(WorkerEvent::Error(format!("final commit: {e}")));
+                }
                 consumer
                     .unassign()
                     .map_err(|e| Error::kafka("unassigning", e))?;
+                claims.disown(&owned);
+                claims.report(WorkerEvent::Revoked(owned));
             } else {
                 consumer.unsubscribe();
             }
@@ -227,7 +267,7 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
         }
         if let Some(since) = leaving {
             let assigned = consumer.assignment().map_or(0, |a| a.count());
-            if assigned == 0 && consumer.context().owns_nothing() {
+            if assigned == 0 && claims.owns_nothing() {
                 break;
             }
             if since.elapsed() > Duration::from_secs(30) {
@@ -236,33 +276,31 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
         }
         match consumer.poll(Duration::from_millis(20)) {
             None => {}
-            Some(Err(e)) => consumer
-                .context()
-                .report(WorkerEvent::Error(format!("consume: {e}"))),
+            Some(Err(e)) => claims.report(WorkerEvent::Error(format!("consume: {e}"))),
             Some(Ok(message)) if leaving.is_none() => {
                 let p = message.partition();
                 let offset = message.offset();
-                match consumer.context().admit(p, offset) {
+                match claims.admit(p, offset) {
                     Admit::NotOurs => continue,
                     Admit::Refetched => {
                         report.refetched += 1;
                         continue;
                     }
-                    Admit::Done => {
-                        report.skipped += 1;
-                        continue;
-                    }
-                    Admit::Process => {}
+                    Admit::Next => {}
+                }
+                let partition = partitions
+                    .entry(p)
+                    .or_insert_with(|| TopicPartition::new(&config.source, p))
+                    .clone();
+                if consumer.context().is_done(&partition, offset) {
+                    report.skipped += 1;
+                    continue;
                 }
                 let seq = message
                     .payload()
                     .and_then(|v| std::str::from_utf8(v).ok())
                     .and_then(|v| v.split(' ').nth(1)?.parse().ok())
                     .unwrap_or(offset as u64);
-                let partition = partitions
-                    .entry(p)
-                    .or_insert_with(|| TopicPartition::new(&config.source, p))
-                    .clone();
                 match tracker.send(partition, offset) {
                     Ok(ticket) => {
                         report.consumed += 1;
@@ -286,7 +324,12 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
             Some(Ok(_)) => {} // leaving: the hand-off decides
         }
         if last_commit.elapsed() >= config.commit_every {
-            consumer.context().commit(&consumer);
+            // Saved in the store (awaited), then committed to the group;
+            // a failure is counted, and its points are due again next time.
+            if let Err(e) = commit_progress(&consumer, CommitMode::Async) {
+                claims.report(WorkerEvent::Error(format!("commit: {e}")));
+            }
+            claims.report_context_errors(consumer.context());
             last_commit = Instant::now();
         }
     }
@@ -300,16 +343,22 @@ pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<Wo
     let (delivered, failed, _) = producer.context().counts();
     report.delivered = delivered;
     report.failed = failed;
-    report.errors = consumer.context().errors();
+    let failures = consumer.context().commit_failures();
+    if failures > 0 {
+        claims.report(WorkerEvent::Error(format!(
+            "{failures} group commits failed (each made again)"
+        )));
+    }
+    report.errors = claims.errors();
     drop(consumer); // leaves the group
     Ok(report)
 }
 
 /// A processing thread: a random delay, then the result to the sink.
-fn process(
+fn process<M: Resumable>(
     config: &WorkerConfig,
     queue: &Mutex<mpsc::Receiver<Job>>,
-    producer: &SinkProducer,
+    producer: &SinkProducer<M>,
     events: &Events,
     thread: u64,
 ) {
