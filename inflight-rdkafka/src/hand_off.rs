@@ -41,17 +41,14 @@ use crate::consumer::{Resumable, Resume, TopicPartition};
 use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::mode::{self, Mode};
 use inflight::Tracker;
-use rdkafka::client::{ClientContext, OAuthToken};
-use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::client::ClientContext;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, DefaultConsumerContext, Rebalance,
 };
-use rdkafka::error::{KafkaError, KafkaResult};
-use rdkafka::statistics::Statistics;
+use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::TopicPartitionList;
 use rdkafka::util::Timeout;
 use std::collections::HashMap;
-use std::error::Error;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -348,30 +345,7 @@ pub fn commit_progress<M: Resumable, C: OnRebalance>(
 }
 
 impl<M: Resumable, C: ClientContext> ClientContext for HandOffContext<M, C> {
-    const ENABLE_REFRESH_OAUTH_TOKEN: bool = C::ENABLE_REFRESH_OAUTH_TOKEN;
-
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        self.inner.log(level, fac, log_message);
-    }
-
-    fn stats(&self, statistics: Statistics) {
-        self.inner.stats(statistics);
-    }
-
-    fn stats_raw(&self, statistics: &[u8]) {
-        self.inner.stats_raw(statistics);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.inner.error(error, reason);
-    }
-
-    fn generate_oauth_token(
-        &self,
-        oauthbearer_config: Option<&str>,
-    ) -> Result<OAuthToken, Box<dyn Error>> {
-        self.inner.generate_oauth_token(oauthbearer_config)
-    }
+    crate::delegate_client_context!(C);
 }
 
 impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {

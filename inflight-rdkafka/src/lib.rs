@@ -70,6 +70,40 @@ compile_error!(
      delivery opaque, which needs a 64-bit target"
 );
 
+/// Inside an `impl ClientContext` for a context that wraps a user's
+/// context of type `$inner` in its field `inner`: every callback the glue
+/// does not own goes to the user's (the producer's and the consumer's
+/// contexts both wrap one).
+macro_rules! delegate_client_context {
+    ($inner:ident) => {
+        const ENABLE_REFRESH_OAUTH_TOKEN: bool = $inner::ENABLE_REFRESH_OAUTH_TOKEN;
+
+        fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+            self.inner.log(level, fac, log_message);
+        }
+
+        fn stats(&self, statistics: rdkafka::statistics::Statistics) {
+            self.inner.stats(statistics);
+        }
+
+        fn stats_raw(&self, statistics: &[u8]) {
+            self.inner.stats_raw(statistics);
+        }
+
+        fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+            self.inner.error(error, reason);
+        }
+
+        fn generate_oauth_token(
+            &self,
+            oauthbearer_config: Option<&str>,
+        ) -> Result<rdkafka::client::OAuthToken, Box<dyn std::error::Error>> {
+            self.inner.generate_oauth_token(oauthbearer_config)
+        }
+    };
+}
+pub(crate) use delegate_client_context;
+
 pub mod commits;
 pub mod consumer;
 pub mod hand_off;

@@ -28,13 +28,10 @@
 
 use inflight::mode::{Barrier, Mode};
 use inflight::{ResolveError, Ticket, Tracker};
-use rdkafka::client::{ClientContext, OAuthToken};
-use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::client::ClientContext;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{DefaultProducerContext, DeliveryResult, Partitioner, ProducerContext};
-use rdkafka::statistics::Statistics;
 use rdkafka::util::IntoOpaque;
-use std::error::Error;
 use std::ffi::c_void;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,30 +199,7 @@ where
     P: Send + Sync,
     O: Send + Sync,
 {
-    const ENABLE_REFRESH_OAUTH_TOKEN: bool = C::ENABLE_REFRESH_OAUTH_TOKEN;
-
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        self.inner.log(level, fac, log_message);
-    }
-
-    fn stats(&self, statistics: Statistics) {
-        self.inner.stats(statistics);
-    }
-
-    fn stats_raw(&self, statistics: &[u8]) {
-        self.inner.stats_raw(statistics);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.inner.error(error, reason);
-    }
-
-    fn generate_oauth_token(
-        &self,
-        oauthbearer_config: Option<&str>,
-    ) -> Result<OAuthToken, Box<dyn Error>> {
-        self.inner.generate_oauth_token(oauthbearer_config)
-    }
+    crate::delegate_client_context!(C);
 }
 
 impl<P, O, M: Mode, C, Part> ProducerContext<Part> for TrackingContext<P, O, M, C>
