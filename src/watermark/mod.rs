@@ -290,6 +290,19 @@ pub(crate) fn newer(a: u32, b: u32) -> bool {
     ahead_of(a, b) != 0
 }
 
+/// Moves `word` on to `life` unless it already names `life` or a newer
+/// one (serial numbers, see [`newer`]): a `fetch_max` modulo 2^32.
+/// Relaxed: the callers say what orders it.
+fn raise_life(word: &AtomicU32, life: u32) {
+    let mut current = word.load(Ordering::Relaxed);
+    while newer(life, current) {
+        match word.compare_exchange_weak(current, life, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(seen) => current = seen,
+        }
+    }
+}
+
 /// How far `count` is ahead of `before`, as serial numbers modulo 2^32
 /// (RFC 1982): 0 when it is not ahead.
 fn ahead_of(count: u32, before: u32) -> u32 {
@@ -668,41 +681,19 @@ impl Watermarks {
         let (Some(queue), Some(_)) = (self.queues.get(partition), &self.seqs) else {
             return;
         };
-        // Relaxed, all: published to the advancer by our add to `work`
+        // Relaxed (inside): published to the advancer by our add to `work`
         // (Release), which its next `work` read-modify-write (Acquire) sees
         // before it passes again.
-        let mut current = queue.ended.load(Ordering::Relaxed);
-        while newer(life, current) {
-            match queue.ended.compare_exchange_weak(
-                current,
-                life,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(seen) => current = seen,
-            }
-        }
+        raise_life(&queue.ended, life);
     }
 
     /// Records that the revoke ending the lives before `life` has taken
     /// their marks: `committable` drops any it finds from now on.
     pub(crate) fn settle(&self, partition: usize, life: u32) {
         if let Some(queue) = self.queues.get(partition) {
-            // Relaxed: only orders marks the advancer published, which
-            // `take` reads with their own Acquire swap.
-            let mut current = queue.settled.load(Ordering::Relaxed);
-            while newer(life, current) {
-                match queue.settled.compare_exchange_weak(
-                    current,
-                    life,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(seen) => current = seen,
-                }
-            }
+            // Relaxed (inside): only orders marks the advancer published,
+            // which `take` reads with their own Acquire swap.
+            raise_life(&queue.settled, life);
         }
     }
 
