@@ -126,6 +126,15 @@ fn consumer<M: Resumable, C: OnRebalance>(
 /// Polls `consumer` until `done` holds (a deadline of 30 s), handing each
 /// message to `each`.
 #[track_caller]
+/// Partition 0 of `source`, from its first offset.
+fn source_from_the_beginning() -> TopicPartitionList {
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset("source", 0, Offset::Beginning)
+        .unwrap();
+    assignment
+}
+
 fn poll_until<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
@@ -155,10 +164,7 @@ fn a_failed_commit_is_committed_again_and_the_users_callback_sees_both() {
         Duration::from_secs(5),
     );
     let consumer = consumer(&cluster, context);
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset("source", 0, Offset::Beginning)
-        .unwrap();
+    let assignment = source_from_the_beginning();
     consumer.subscribe(&["source"]).unwrap();
     let partition = TopicPartition::new("source", 0);
     let mut stuck = None;
@@ -288,10 +294,7 @@ fn a_watermark_tracker_commits_last_done_plus_one_and_stores_it_too() {
         &cluster,
         HandOffContext::new(tracker.clone(), Duration::from_secs(1)),
     );
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset("source", 0, Offset::Beginning)
-        .unwrap();
+    let assignment = source_from_the_beginning();
     consumer.assign(&assignment).unwrap();
     let partition = TopicPartition::new("source", 0);
     for offset in 0..5 {
@@ -386,10 +389,7 @@ fn a_hand_off_context_with_a_topic_store_resumes_from_it() {
     let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5))
         .store(store(&cluster, "group"));
     let first = consumer(&cluster, context);
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset("source", 0, Offset::Beginning)
-        .unwrap();
+    let assignment = source_from_the_beginning();
     first.assign(&assignment).unwrap();
     let partition = TopicPartition::new("source", 0);
     let mut tickets: Vec<_> = (0..10)
@@ -434,10 +434,7 @@ fn a_save_that_fails_makes_no_group_commit_and_is_made_again() {
     let context = HandOffContext::new(tracker.clone(), Duration::from_secs(5))
         .store(store(&cluster, "group"));
     let consumer = consumer(&cluster, context);
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset("source", 0, Offset::Beginning)
-        .unwrap();
+    let assignment = source_from_the_beginning();
     consumer.assign(&assignment).unwrap();
     let partition = TopicPartition::new("source", 0);
     for offset in 0..4 {
@@ -470,10 +467,7 @@ fn a_save_that_fails_makes_no_group_commit_and_is_made_again() {
 fn what_was_read_back_stays_done_when_the_partition_moves_on_early() {
     let cluster = cluster();
     let partition = TopicPartition::new("source", 0);
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset("source", 0, Offset::Beginning)
-        .unwrap();
+    let assignment = source_from_the_beginning();
     // The first owner committed next 3, with 4..10 done past it.
     let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
         Arc::new(Tracker::builder().progress(4096).build());
