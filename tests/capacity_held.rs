@@ -47,6 +47,20 @@ fn progress(capacity: usize) -> ProgressTracker<&'static str, u64> {
         .build()
 }
 
+/// Sends `p`'s offset 0 and leaves it unacked, then sends and acks offsets
+/// behind it until the tracker holds `CAPACITY` records; returns the stuck
+/// one's ticket.
+fn fill_behind_a_stuck_one<M: inflight::mode::Mode>(
+    tracker: &Tracker<&'static str, u64, M>,
+) -> inflight::Ticket {
+    let stuck = tracker.send("p", 0).unwrap();
+    for offset in 1..CAPACITY as u64 {
+        let ticket = tracker.send("p", offset).unwrap();
+        tracker.ack(ticket).unwrap();
+    }
+    stuck
+}
+
 /// One unacked record, then records sent and acked behind it: on a tracker
 /// with watermarks they fill the capacity, and every further send (of any
 /// partition) is refused, with nothing allocated; once the stuck record is
@@ -57,11 +71,7 @@ fn acked_records_held_behind_a_stuck_one_fill_the_capacity() {
         (Kind::Watermarks, watermarks(CAPACITY)),
         (Kind::Progress, progress(CAPACITY)),
     ] {
-        let stuck = tracker.send("p", 0).unwrap();
-        for offset in 1..CAPACITY as u64 {
-            let ticket = tracker.send("p", offset).unwrap();
-            tracker.ack(ticket).unwrap();
-        }
+        let stuck = fill_behind_a_stuck_one(&tracker);
         let stats = tracker.stats();
         assert_eq!(tracker.in_flight(), CAPACITY, "{kind:?}");
         assert_eq!(stats.held_records, CAPACITY as u64 - 1, "{kind:?}");
@@ -178,11 +188,7 @@ fn send_timeout_is_woken_when_the_watermark_passes() {
         (Kind::Watermarks, watermarks(CAPACITY)),
         (Kind::Progress, progress(CAPACITY)),
     ] {
-        let stuck = tracker.send("p", 0).unwrap();
-        for offset in 1..CAPACITY as u64 {
-            let ticket = tracker.send("p", offset).unwrap();
-            tracker.ack(ticket).unwrap();
-        }
+        let stuck = fill_behind_a_stuck_one(&tracker);
         thread::scope(|s| {
             let waiter = s.spawn(|| tracker.send_timeout("p", CAPACITY as u64, FOREVER));
             // Until it waits (a state to reach, not a time to sleep).
