@@ -12,7 +12,9 @@
 //! metadata (a commit that fails is made again at the next one). On a
 //! rebalance (start a second copy with the same `GROUP` to see one) the
 //! revoked partitions are handed off (drained for up to 5 s, committed,
-//! revoked); on assignment the committed progress is read back, and
+//! revoked), outside rdkafka's callback: the loop goes on polling, and the
+//! regular commit finishes the hand-off when the records are delivered; on
+//! assignment the committed progress is read back, and
 //! records done before are skipped; a context of the example's own prints
 //! both, wrapped by `HandOffContext`. No record is dropped: a send the
 //! tracker refuses (at capacity, or at a partition's metadata budget)
@@ -24,8 +26,8 @@
 use inflight::mode::Progress;
 use inflight::{ProgressTracker, SendError, Tracker};
 use inflight_rdkafka::{
-    commit_progress, HandOffContext, OnRebalance, Resumable, TicketOpaque, TopicPartition,
-    TrackingContext,
+    commit_progress, finish_hand_off, HandOffContext, OnRebalance, Resumable, TicketOpaque,
+    TopicPartition, TrackingContext,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -88,7 +90,8 @@ fn main() {
 
     // Each partition's progress within Kafka's default metadata budget.
     let tracker: Arc<Pipeline> = Arc::new(Tracker::builder().progress(4096).build());
-    let context = HandOffContext::wrap(Announce, tracker.clone(), Duration::from_secs(5));
+    let context =
+        HandOffContext::wrap(Announce, tracker.clone(), Duration::from_secs(5)).defer_hand_off();
     let consumer: BaseConsumer<Context> = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
         .set("group.id", &group)
@@ -161,8 +164,10 @@ fn main() {
                 }
             };
             let partition = TopicPartition::new(message.topic(), message.partition());
-            if consumer.context().is_done(&partition, message.offset()) {
-                skipped += 1; // done before this consumer had the partition
+            if consumer.context().skip(&partition, message.offset()) {
+                // Done before this consumer had the partition, or the
+                // partition is being handed off (its next owner's).
+                skipped += 1;
             } else {
                 // A refused record is never dropped: at the capacity or the
                 // metadata budget (a stuck record) the partition owes this
@@ -196,7 +201,8 @@ fn main() {
         }
         if last_commit.elapsed() >= Duration::from_millis(100) {
             // A commit that fails (here or in its callback) is made
-            // again at the next call.
+            // again at the next call. It also finishes a revocation's
+            // hand-off once the revoked partitions' records are delivered.
             if let Err(e) = commit_progress(&consumer, CommitMode::Async) {
                 eprintln!("commit: {e}");
             }
@@ -207,6 +213,9 @@ fn main() {
     // Clean stop: let every record deliver, commit it all, leave the group
     // (the revocation hands the partitions off).
     drop(jobs);
+    // A revocation's hand-off that still waits is finished first (its
+    // records were handed to the workers, who deliver them now).
+    finish_hand_off(&consumer);
     for worker in workers {
         worker.join().expect("a worker");
     }

@@ -20,7 +20,10 @@
 //!   a restart skips what was done ([`HandOffContext::is_done`]); and when
 //!   a rebalance revokes partitions it runs the clean hand-off: a bounded
 //!   `drain_partition`, the final commit, then `revoke`, before the
-//!   partitions are given up. Progress is kept in the group commit's
+//!   partitions are given up (in rdkafka's rebalance callback, or, with
+//!   [`HandOffContext::defer_hand_off`], outside it: the partitions are
+//!   paused and the hand-off finishes in a later [`commit_progress`]).
+//!   Progress is kept in the group commit's
 //!   metadata or, for brokers that return none, in a compacted topic
 //!   ([`store`]). [`store_watermarks`] serves the
 //!   `store_offsets` + auto-commit pattern instead.
@@ -43,8 +46,10 @@
 //!   exactly that, so commit it as it is, never `+ 1`. A watermark
 //!   tracker's `committable()`, a flush's offsets and `Revoked::committable`
 //!   are the last done offset (Connect's convention): commit those `+ 1`.
-//!   `partition.assignment.strategy=range` or `roundrobin` (eager); the
-//!   hand-off runs in the revocation callback.
+//!   Any `partition.assignment.strategy`: eager (`range`, `roundrobin`:
+//!   every partition is revoked and handed off at each rebalance) or
+//!   `cooperative-sticky` (only the partitions that move are; with a
+//!   deferred hand-off the others flow on while it waits).
 //! - Producer: leave `delivery.report.only.error` off (every delivery must
 //!   be reported, or tickets stay in flight), and set `acks=all` for what
 //!   "delivered" should mean.
@@ -59,6 +64,7 @@
 //! [`Commits`]: commits::Commits
 //! [`HandOffContext`]: hand_off::HandOffContext
 //! [`HandOffContext::is_done`]: hand_off::HandOffContext::is_done
+//! [`HandOffContext::defer_hand_off`]: hand_off::HandOffContext::defer_hand_off
 //! [`OnRebalance`]: hand_off::OnRebalance
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -112,6 +118,8 @@ pub mod store;
 
 pub use commits::Commits;
 pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, TopicPartition};
-pub use hand_off::{commit_progress, HandOffContext, OnRebalance};
+pub use hand_off::{
+    commit_progress, continue_hand_off, finish_hand_off, HandOffContext, OnRebalance,
+};
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};

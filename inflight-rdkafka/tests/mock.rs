@@ -110,13 +110,22 @@ fn consumer<M: Resumable, C: OnRebalance>(
     cluster: &MockCluster<'static, DefaultProducerContext>,
     context: HandOffContext<M, C>,
 ) -> BaseConsumer<HandOffContext<M, C>> {
+    consumer_with(cluster, context, "range")
+}
+
+/// A consumer of the group "group" with `strategy` as its assignor.
+fn consumer_with<M: Resumable, C: OnRebalance>(
+    cluster: &MockCluster<'static, DefaultProducerContext>,
+    context: HandOffContext<M, C>,
+    strategy: &str,
+) -> BaseConsumer<HandOffContext<M, C>> {
     ClientConfig::new()
         .set("bootstrap.servers", cluster.bootstrap_servers())
         .set("group.id", "group")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
-        .set("partition.assignment.strategy", "range")
+        .set("partition.assignment.strategy", strategy)
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "500")
         .create_with_context(context)
@@ -417,9 +426,8 @@ fn a_hand_off_context_with_a_topic_store_resumes_from_it() {
         .unwrap();
     let second: BaseConsumer<HandOffContext> = second;
     // The assignment callback, as rdkafka calls it.
-    second
-        .context()
-        .post_rebalance(&second, &Rebalance::Assign(&assignment));
+    second.assign(&assignment).unwrap();
+    second.context().read_committed(&second, &assignment);
     assert_eq!(second.context().errors(), Vec::<String>::new());
     let context = second.context();
     assert!(!context.is_done(&partition, 3) && context.is_done(&partition, 4));
@@ -493,13 +501,11 @@ fn what_was_read_back_stays_done_when_the_partition_moves_on_early() {
         &cluster,
         HandOffContext::new(tracker.clone(), Duration::from_secs(10)),
     );
-    second
-        .context()
-        .post_rebalance(&second, &Rebalance::Assign(&assignment));
+    second.assign(&assignment).unwrap();
+    second.context().read_committed(&second, &assignment);
     assert_eq!(second.context().errors(), Vec::<String>::new());
     assert!(!second.context().is_done(&partition, 3));
     assert!(second.context().is_done(&partition, 4));
-    second.assign(&assignment).unwrap();
     let ticket = tracker.send(partition.clone(), 3).unwrap();
     tracker.ack(ticket).unwrap();
     assert_eq!(commit_progress(&second, CommitMode::Sync).unwrap(), 1);
@@ -553,4 +559,287 @@ fn a_topic_store_reads_back_while_others_save() {
         "after {:?}",
         started.elapsed()
     );
+}
+
+/// Polls `a` and `b` in turn until `done` holds (a deadline of 30 s).
+#[track_caller]
+fn poll_both<A: ConsumerContext, B: ConsumerContext>(
+    a: &BaseConsumer<A>,
+    b: &BaseConsumer<B>,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let caller = std::panic::Location::caller();
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met in 30 s at {caller}"
+        );
+        // Messages of `b` are not processed here; `a`'s are the test's.
+        let _ = a.poll(Duration::from_millis(10));
+        let _ = b.poll(Duration::from_millis(10));
+    }
+}
+
+/// The errors of a hand-off in `errors` but the group commit's refusal:
+/// librdkafka's mock cluster refuses every commit while a group rebalances
+/// (Kafka accepts those of the current generation, as the hand-off's), so
+/// the tests read the commit point the hand-off saved in its store.
+fn but_refused_commits(errors: Vec<String>) -> Vec<String> {
+    errors
+        .into_iter()
+        .filter(|e| !(e.starts_with("final commit:") && e.contains("RebalanceInProgress")))
+        .collect()
+}
+
+/// What `group`'s topic store holds for partition 0 of `source`.
+fn saved(cluster: &MockCluster<'static, DefaultProducerContext>) -> Progress {
+    let mut nothing = TopicPartitionList::new();
+    nothing
+        .add_partition_offset("source", 0, Offset::Invalid)
+        .unwrap();
+    store(cluster, "group")
+        .load(&nothing, Duration::from_secs(10))
+        .unwrap()[&TopicPartition::new("source", 0)]
+        .clone()
+}
+
+/// A consumer of the group that consumed all ten records of `source`,
+/// with offset 3 left in flight (the others acked), and its ticket. Its
+/// hand-off is deferred; its commit points are kept in a topic store as
+/// well.
+fn consumed_all_but_3<M: Resumable>(
+    cluster: &MockCluster<'static, DefaultProducerContext>,
+    tracker: &Arc<Tracker<TopicPartition, i64, M>>,
+    drain_timeout: Duration,
+    strategy: &str,
+) -> (BaseConsumer<HandOffContext<M, Recording>>, inflight::Ticket) {
+    let context = HandOffContext::wrap(Recording::default(), tracker.clone(), drain_timeout)
+        .store(store(cluster, "group"))
+        .read_timeout(Duration::from_secs(10))
+        .defer_hand_off();
+    let a = consumer_with(cluster, context, strategy);
+    a.subscribe(&["source"]).unwrap();
+    let seen = std::cell::Cell::new(0);
+    let mut stuck = None;
+    poll_until(
+        &a,
+        |message| {
+            let partition = TopicPartition::new(message.topic(), message.partition());
+            let ticket = tracker.send(partition, message.offset()).unwrap();
+            if message.partition() == 0 && message.offset() == 3 {
+                stuck = Some(ticket);
+            } else {
+                tracker.ack(ticket).unwrap();
+            }
+            seen.set(seen.get() + 1);
+        },
+        |_| seen.get() == 10,
+    );
+    (a, stuck.unwrap())
+}
+
+#[test]
+fn a_revocation_is_handed_off_outside_the_callback_once_its_records_are_done() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    // A bound no run reaches: the hand-off ends because offset 3 is done.
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
+    let partition = TopicPartition::new("source", 0);
+    // A second member joins: the group revokes `a`'s partition.
+    let b = consumer(
+        &cluster,
+        HandOffContext::new(
+            Arc::new(Tracker::builder().progress(4096).build()),
+            Duration::from_secs(600),
+        ),
+    );
+    b.subscribe(&["source"]).unwrap();
+    poll_both(&a, &b, || a.context().is_handing_off());
+    // rdkafka's callback returned: the hand-off waits for offset 3, outside
+    // it, with the revoked partition's records still tracked...
+    let context = a.context();
+    assert_eq!(
+        context.inner().events()[2..],
+        ["pre revoke in_flight=7"],
+        "after the assignment's, and no post revoke yet"
+    );
+    assert!(context.handing_off(&partition) && context.skip(&partition, 5));
+    assert!(!context.handing_off(&TopicPartition::new("other", 0)));
+    assert_eq!(tracker.in_flight(), 7);
+    // ...and the group waits for it: nobody gets the partition meanwhile.
+    for _ in 0..20 {
+        let _ = a.poll(Duration::from_millis(10));
+        let _ = b.poll(Duration::from_millis(10));
+        assert!(inflight_rdkafka::continue_hand_off(&a));
+        assert_eq!(b.assignment().unwrap().count(), 0);
+    }
+    assert_eq!(a.assignment().unwrap().count(), 1, "not let go yet");
+    // Offset 3 is done: the next look finishes the hand-off.
+    tracker.ack(stuck).unwrap();
+    assert_eq!(commit_progress(&a, CommitMode::Async).unwrap(), 0);
+    assert!(!context.is_handing_off() && !context.skip(&partition, 5));
+    assert_eq!(
+        context.inner().events()[3..],
+        ["post revoke done(3, 4)=(false, false)"]
+    );
+    assert_eq!(but_refused_commits(context.errors()), Vec::<String>::new());
+    assert_eq!(tracker.in_flight(), 0);
+    // All ten were committed before the partition went, and the group's
+    // rebalance goes on: one of the two owns the partition.
+    assert_eq!(saved(&cluster), Progress::at(10));
+    poll_both(&a, &b, || {
+        a.assignment().unwrap().count() + b.assignment().unwrap().count() == 1
+    });
+}
+
+#[test]
+fn a_revocation_past_its_drain_bound_releases_what_is_left_and_commits_what_was_done() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_millis(200), "range");
+    let b = consumer(
+        &cluster,
+        HandOffContext::new(
+            Arc::new(Tracker::builder().progress(4096).build()),
+            Duration::from_secs(600),
+        ),
+    );
+    b.subscribe(&["source"]).unwrap();
+    poll_both(&a, &b, || a.context().is_handing_off());
+    // Offset 3 never comes: once the bound passed, a look finishes the
+    // hand-off without it.
+    poll_both(&a, &b, || !inflight_rdkafka::continue_hand_off(&a));
+    let context = a.context();
+    assert_eq!(
+        context.inner().events()[2..],
+        [
+            "pre revoke in_flight=7",
+            "post revoke done(3, 4)=(false, false)"
+        ]
+    );
+    let errors = but_refused_commits(context.errors());
+    assert!(
+        errors.len() == 1 && errors[0].starts_with("drain of source/0"),
+        "{errors:?}"
+    );
+    assert_eq!(tracker.in_flight(), 0, "the un-drained record was released");
+    assert_eq!(tracker.ack(stuck), Err(inflight::ResolveError::Revoked));
+    // What was done is committed: next 3, with 4..10 done past it.
+    let back = saved(&cluster);
+    assert_eq!(back.next(), 3);
+    assert!(back.is_done(4) && back.is_done(9));
+}
+
+#[test]
+fn a_cooperative_revocation_hands_off_the_moving_partition_and_keeps_the_other() {
+    let cluster = cluster();
+    cluster.create_topic("pair", 2, 1).unwrap();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let context = HandOffContext::wrap(
+        Recording::default(),
+        tracker.clone(),
+        Duration::from_secs(600),
+    )
+    .defer_hand_off();
+    let a = consumer_with(&cluster, context, "cooperative-sticky");
+    a.subscribe(&["pair"]).unwrap();
+    poll_until(&a, |_| {}, |c| c.assignment().unwrap().count() == 2);
+    // A record in flight on each partition.
+    let (p0, p1) = (
+        TopicPartition::new("pair", 0),
+        TopicPartition::new("pair", 1),
+    );
+    let mut held = HashMap::new();
+    held.insert(p0.clone(), tracker.send(p0.clone(), 0).unwrap());
+    held.insert(p1.clone(), tracker.send(p1.clone(), 0).unwrap());
+    let b = consumer_with(
+        &cluster,
+        HandOffContext::new(
+            Arc::new(Tracker::builder().progress(4096).build()),
+            Duration::from_secs(600),
+        ),
+        "cooperative-sticky",
+    );
+    b.subscribe(&["pair"]).unwrap();
+    poll_both(&a, &b, || a.context().is_handing_off());
+    // One partition moves; the other stays with `a`, and its records are
+    // not waited for.
+    let context = a.context();
+    let (moving, staying) = if context.handing_off(&p0) {
+        (p0, p1)
+    } else {
+        (p1, p0)
+    };
+    assert!(context.handing_off(&moving) && !context.handing_off(&staying));
+    assert!(inflight_rdkafka::continue_hand_off(&a));
+    tracker.ack(held.remove(&moving).unwrap()).unwrap();
+    assert!(!inflight_rdkafka::continue_hand_off(&a));
+    // Only the moving partition was let go (an incremental unassign).
+    let assigned = a.assignment().unwrap();
+    assert_eq!(assigned.count(), 1);
+    assert_eq!(assigned.elements()[0].partition(), staying.partition);
+    poll_both(&a, &b, || b.assignment().unwrap().count() == 1);
+    assert_eq!(
+        b.assignment().unwrap().elements()[0].partition(),
+        moving.partition
+    );
+    assert_eq!(but_refused_commits(context.errors()), Vec::<String>::new());
+    // The staying partition's record is still tracked, untouched.
+    tracker.ack(held.remove(&staying).unwrap()).unwrap();
+    // The clean stop: leave the group and let the hand-off (in the
+    // callback: nobody would finish a deferred one) give the partition up
+    // before the consumer is dropped.
+    a.unsubscribe();
+    poll_both(&a, &b, || {
+        a.assignment().unwrap().count() == 0 && !a.context().is_handing_off()
+    });
+    assert_eq!(
+        but_refused_commits(a.context().errors()),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn finish_hand_off_lets_the_partitions_go_so_that_the_consumer_can_close() {
+    let cluster = cluster();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
+    let b = consumer(
+        &cluster,
+        HandOffContext::new(
+            Arc::new(Tracker::builder().progress(4096).build()),
+            Duration::from_secs(600),
+        ),
+    );
+    b.subscribe(&["source"]).unwrap();
+    poll_both(&a, &b, || a.context().is_handing_off());
+    // The record is done on another thread while `finish_hand_off` waits.
+    let acker = {
+        let tracker = tracker.clone();
+        std::thread::spawn(move || tracker.ack(stuck).unwrap())
+    };
+    inflight_rdkafka::finish_hand_off(&a);
+    acker.join().unwrap();
+    assert!(!a.context().is_handing_off());
+    assert_eq!(saved(&cluster), Progress::at(10));
+    // rdkafka's `Drop` closes the consumer, which waits for the partitions
+    // to be let go: it returns now. (The deadline only reports a hang.)
+    let (closed, close) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(a);
+        closed.send(()).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while close.try_recv().is_err() {
+        assert!(Instant::now() < deadline, "the consumer did not close");
+        let _ = b.poll(Duration::from_millis(10));
+    }
 }

@@ -9,7 +9,10 @@
 //! The consumer's context is `inflight_rdkafka`'s [`HandOffContext`],
 //! around the [ledger](super::ledger)'s [`Claims`]: on revocation the
 //! context's hand-off (a bounded `drain_partition`, the final commit,
-//! `revoke`), then a *release*; on assignment a *claim* and the wait for
+//! `revoke`), deferred: rdkafka's callback pauses the partitions and
+//! returns, and the loop's next [`commit_progress`] finishes the hand-off
+//! once their records are delivered (or the bound passed), then a
+//! *release*; on assignment a *claim* and the wait for
 //! the previous owner's release, then the context's read-back from the
 //! store, then the partitions start a little early (see
 //! [`REFETCH_WINDOW`](super::claims::REFETCH_WINDOW)). A record is
@@ -35,8 +38,8 @@ use inflight::mode::Watermarks;
 use inflight::{SendError, Tracker};
 use inflight_rdkafka::producer::is_queue_full;
 use inflight_rdkafka::{
-    commit_progress, HandOffContext, Resumable, TicketOpaque, TopicPartition, TopicStore,
-    TrackingContext,
+    commit_progress, finish_hand_off, HandOffContext, Resumable, TicketOpaque, TopicPartition,
+    TopicStore, TrackingContext,
 };
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
@@ -178,8 +181,11 @@ fn run_with<M: Resumable>(
         events.clone(),
         Writer::new(&config.brokers, &config.ledger)?,
     );
+    // The hand-off's drain runs outside rdkafka's callback: the loop goes
+    // on polling, and the regular commit finishes it.
     let context = HandOffContext::wrap(claims, tracker.clone(), config.drain_timeout)
-        .store(Reported::new(store, events.clone()));
+        .store(Reported::new(store, events.clone()))
+        .defer_hand_off();
     let consumer: BaseConsumer<HandOffContext<M, Claims>> = client_config(&config.brokers)
         .set("group.id", &config.group)
         .set("client.id", &config.name)
@@ -261,6 +267,9 @@ fn run_with<M: Resumable>(
                 claims.disown(&owned);
                 claims.report(WorkerEvent::Revoked(owned));
             } else {
+                // A revocation's hand-off that still waits ends first: the
+                // group's rebalance waits for it.
+                finish_hand_off(&consumer);
                 consumer.unsubscribe();
             }
             leaving = Some(Instant::now());
@@ -292,7 +301,9 @@ fn run_with<M: Resumable>(
                     .entry(p)
                     .or_insert_with(|| TopicPartition::new(&config.source, p))
                     .clone();
-                if consumer.context().is_done(&partition, offset) {
+                // Done before this worker had the partition, or being
+                // handed off (the next owner's).
+                if consumer.context().skip(&partition, offset) {
                     report.skipped += 1;
                     continue;
                 }
