@@ -81,6 +81,35 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
         }
     }
 
+    /// [`get_or_alloc`](Self::get_or_alloc) of the element that `place`
+    /// puts in `index`'s stead, in the same page: `place(len, offset)`
+    /// maps an offset in a page of `len` elements to another offset in it
+    /// (a permutation of the page, for callers that spread neighbours
+    /// apart; taken modulo `len`). One lookup of the page, for the two
+    /// steps of working out the placed index and looking it up.
+    #[inline]
+    pub(crate) fn get_or_alloc_placed(
+        &self,
+        index: usize,
+        place: impl FnOnce(usize, usize) -> usize,
+        init: impl Fn() -> T,
+    ) -> &T {
+        debug_assert!(index < Self::CAPACITY);
+        let x = index + FIRST;
+        let page = Self::page(x);
+        let len = FIRST << page;
+        // The placed element's index plus `FIRST`, in the same page.
+        let placed = len + (place(len, x - len) & (len - 1));
+        // Acquire: as in `get`.
+        let biased = self.pages[page].load(Ordering::Acquire);
+        if biased.is_null() {
+            return self.alloc(placed - FIRST, init);
+        }
+        // SAFETY: as in `get`: `placed` is `len` plus an offset below
+        // `len`, in the page `biased` points below.
+        unsafe { &*biased.wrapping_add(placed) }
+    }
+
     /// [`get_or_alloc`](Self::get_or_alloc)'s slow path, once `get` saw the
     /// page missing: allocate it, unless another thread installs it first.
     #[cold]
