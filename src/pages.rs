@@ -75,10 +75,34 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
     #[inline]
     pub(crate) fn get_or_alloc(&self, index: usize, init: impl Fn() -> T) -> &T {
         debug_assert!(index < Self::CAPACITY);
-        match self.get(index) {
-            Some(element) => element,
-            None => self.alloc(index, init),
+        // Not through `get`: the test of its `Option` would stay, as the
+        // compiler cannot tell that an element's address is never null.
+        let x = index + FIRST;
+        // Acquire: as in `get`.
+        let biased = self.pages[Self::page(x)].load(Ordering::Acquire);
+        if biased.is_null() {
+            return self.alloc(index, init);
         }
+        // SAFETY: as in `get`.
+        unsafe { &*biased.wrapping_add(x) }
+    }
+
+    /// The element at `index` (below [`CAPACITY`](Self::CAPACITY)), whose
+    /// page the caller knows to exist: it was handed the index. Panics if
+    /// the page is missing. As [`get_or_alloc`](Self::get_or_alloc), with
+    /// no `Option` to test.
+    #[inline]
+    pub(crate) fn existing(&self, index: usize) -> &T {
+        debug_assert!(index < Self::CAPACITY);
+        let x = index + FIRST;
+        // Acquire: as in `get`.
+        let biased = self.pages[Self::page(x)].load(Ordering::Acquire);
+        assert!(
+            !biased.is_null(),
+            "element {index} was handed out, so its page exists"
+        );
+        // SAFETY: as in `get`.
+        unsafe { &*biased.wrapping_add(x) }
     }
 
     /// [`get_or_alloc`](Self::get_or_alloc) of the element that `place`
