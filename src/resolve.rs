@@ -177,8 +177,11 @@ where
             // unacked one no longer count against the capacity.
             let early = cfg!(inflight_mutant = "permit_at_ack") && self.return_permit();
             let (drained, room) = self.advance_watermark(resolved.partition);
+            // One word of flags, as below.
+            let mut wake = WAKE_WAITERS * u8::from(drained | resolved.watched);
+            wake |= WAKE_ROOM * u8::from(room | early);
             // Wakers are user code: last.
-            self.wake(drained || resolved.watched, room || early);
+            self.wake_flags(wake);
             return Ok(());
         }
         let freed = resolved.freed;
