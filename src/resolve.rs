@@ -258,6 +258,9 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
         let wakes = watermarks.advance::<O, M>(
             &self.slots,
             partition as usize,
+            // Out of line: the advance's loop calls it once per group of
+            // records passed, and stays the same whatever it costs.
+            #[inline(never)]
             |entered, n, failed, life| {
                 let (generation, shard) = entered_from(entered);
                 // SAFETY: the advance passes records it has not yet counted
