@@ -24,6 +24,7 @@ use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
 use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendError, Tracker};
 use std::hash::Hash;
+use std::mem::MaybeUninit;
 
 /// The most records of a batch that enter a generation in one step.
 pub(crate) const CHUNK: usize = 64;
@@ -62,8 +63,7 @@ where
         let holds = if M::WATERMARKS { QUEUE_HOLDS } else { 0 };
         let mut chunk = Chunk {
             tracker: self,
-            records: [(0, 0); CHUNK],
-            slots: [None; CHUNK],
+            records: [const { MaybeUninit::uninit() }; CHUNK],
             len: 0,
             holds,
             last_held: false,
@@ -92,9 +92,7 @@ where
                 self.slots.fill(slot, offset, number as u32, life);
                 0
             };
-            chunk.records[chunk.len] = (index, tag);
-            chunk.slots[chunk.len] = Some(slot);
-            chunk.len += 1;
+            chunk.push((index, tag, slot));
             if chunk.len == CHUNK {
                 break;
             }
@@ -110,11 +108,11 @@ where
         tickets.reserve(n);
         // The chunk's last record will be its partition's latest in the
         // generation: its cell holds it, and it needs its tag for that.
-        let (last, tag) = chunk.records[n - 1];
+        let (last, tag, last_slot) = chunk.get(n - 1);
         if tag == 0 {
-            chunk.records[n - 1].1 = self.slots.stamp(chunk.slot(n - 1), HELD);
+            chunk.set_tag(n - 1, self.slots.stamp(last_slot, HELD));
         } else {
-            self.slots.hold_prepared(chunk.slot(n - 1), HELD);
+            self.slots.hold_prepared(last_slot, HELD);
         }
         chunk.last_held = true;
 
@@ -144,8 +142,8 @@ where
         }
         let entered = entered_at(generation, shard);
         for i in 0..n {
-            let (index, _) = chunk.records[i];
-            self.slots.set_generation(chunk.slot(i), entered);
+            let (index, _, slot) = chunk.get(i);
+            self.slots.set_generation(slot, entered);
             if let Some(watermarks) = self.marks() {
                 // Before publishing, in offset order: the record's
                 // resolution must find it linked.
@@ -160,15 +158,14 @@ where
             Installed::Displaced(displaced) => self.slots.release(displaced, HELD),
             // As in `send`: the chunk is of an ended life, and releases
             // itself below.
-            Installed::Outranked => self.slots.unhold_prepared(chunk.slot(n - 1), HELD),
+            Installed::Outranked => self.slots.unhold_prepared(last_slot, HELD),
         }
         for i in 0..n {
-            let (index, tag) = chunk.records[i];
-            let slot = chunk.slot(i);
+            let (index, tag, slot) = chunk.get(i);
             let tag = if tag == 0 {
                 // Nothing reached it: its tag and `LIVE` in one step.
                 let tag = self.slots.publish_filled(slot);
-                chunk.records[i].1 = tag;
+                chunk.set_tag(i, tag);
                 tag
             } else {
                 self.slots.publish(slot);
@@ -176,7 +173,6 @@ where
             };
             tickets.push(Ticket::new(self.id, index, tag));
         }
-        let records = &chunk.records;
         // Acquire: the life re-check of `install_and_publish`, once for the
         // chunk: a revoke's `touch` of any of its slots before that slot's
         // publish was acquired by the publish, so this load sees its bump.
@@ -187,7 +183,8 @@ where
         let now = lifecycle.life.load(crate::sync::Ordering::Acquire);
         if now != life {
             let (mut wakes, mut room) = (false, false);
-            for &(index, tag) in &records[..n] {
+            for i in 0..n {
+                let (index, tag, _) = chunk.get(i);
                 let (w, r) = self.release_late(index, number as u32, tag, lifecycle);
                 wakes |= w;
                 room |= r;
@@ -291,8 +288,10 @@ where
 /// in user code), as [`Undo`](crate::send) does for one record.
 struct Chunk<'t, P, O, M: Mode> {
     tracker: &'t Tracker<P, O, M>,
-    records: [(usize, u32); CHUNK],
-    slots: [Option<&'t Slot<O>>; CHUNK],
+    /// The records taken so far, the first `len` of these (the rest are
+    /// uninitialised, so a chunk costs no zeroing): slot index, tag (0
+    /// while only filled) and slot.
+    records: [MaybeUninit<(usize, u32, &'t Slot<O>)>; CHUNK],
     len: usize,
     /// The hold bits every record took at `prepare`.
     holds: u64,
@@ -303,8 +302,24 @@ struct Chunk<'t, P, O, M: Mode> {
 }
 
 impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
-    fn slot(&self, i: usize) -> &'t Slot<O> {
-        self.slots[i].expect("prepared")
+    /// Adds a record taken (below `CHUNK` of them so far).
+    fn push(&mut self, record: (usize, u32, &'t Slot<O>)) {
+        self.records[self.len].write(record);
+        self.len += 1;
+    }
+
+    /// Record `i` (below `len`): slot index, tag and slot.
+    fn get(&self, i: usize) -> (usize, u32, &'t Slot<O>) {
+        assert!(i < self.len, "record {i} of a chunk of {}", self.len);
+        // SAFETY: the first `len` records were written by `push`.
+        unsafe { self.records[i].assume_init() }
+    }
+
+    /// Sets the tag of record `i` (below `len`).
+    fn set_tag(&mut self, i: usize, tag: u32) {
+        assert!(i < self.len, "record {i} of a chunk of {}", self.len);
+        // SAFETY: as in `get`.
+        unsafe { self.records[i].assume_init_mut().1 = tag };
     }
 
     /// Everything but the slots themselves; runs no user code. Returns
@@ -318,7 +333,8 @@ impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
                 .leave_many(shard, generation, self.len as u64)
         });
         for i in 0..self.len {
-            if self.records[i].1 == 0 {
+            let (_, tag, slot) = self.get(i);
+            if tag == 0 {
                 continue; // only filled: no tag, no hold
             }
             let held = if self.last_held && i + 1 == self.len {
@@ -326,9 +342,7 @@ impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
             } else {
                 0
             };
-            tracker
-                .slots
-                .unhold_prepared(self.slot(i), self.holds | held);
+            tracker.slots.unhold_prepared(slot, self.holds | held);
         }
         let room = tracker.return_permits(self.len);
         (drained, room)
@@ -340,8 +354,8 @@ impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
         let (drained, room) = this.back_out();
         let mut offsets = Vec::with_capacity(this.len);
         for i in 0..this.len {
-            let (index, _) = this.records[i];
-            offsets.push(this.tracker.slots.unprepare(index, this.slot(i)));
+            let (index, _, slot) = this.get(i);
+            offsets.push(this.tracker.slots.unprepare(index, slot));
         }
         this.tracker.wake(drained, room); // user code, last
         offsets
@@ -355,8 +369,8 @@ impl<P, O, M: Mode> Drop for Chunk<'_, P, O, M> {
     fn drop(&mut self) {
         let (drained, room) = self.back_out();
         for i in 0..self.len {
-            let (index, _) = self.records[i];
-            self.tracker.slots.abandon_prepared(index, self.slot(i));
+            let (index, _, slot) = self.get(i);
+            self.tracker.slots.abandon_prepared(index, slot);
         }
         self.tracker.wake_quietly(drained, room);
     }

@@ -124,8 +124,15 @@ pub(crate) const MAX_PARTITIONS: usize = Cells::CAPACITY;
 #[inline]
 fn cell_index(partition: usize) -> usize {
     let (start, offset) = page_of(partition);
-    let lines = (start + CELLS_FIRST) / CELLS_PER_LINE;
-    start + (offset % lines) * CELLS_PER_LINE + offset / lines
+    start + cell_offset(start + CELLS_FIRST, offset)
+}
+
+/// [`cell_index`] within a page of `len` cells: where the cell of the
+/// partition at `offset` in the page sits in it.
+#[inline]
+fn cell_offset(len: usize, offset: usize) -> usize {
+    let lines = len / CELLS_PER_LINE;
+    (offset % lines) * CELLS_PER_LINE + offset / lines
 }
 
 /// The partition whose cell is at `index`: the inverse of [`cell_index`].
@@ -498,9 +505,14 @@ impl Generation {
     pub(crate) fn install(&self, partition: usize, slot: usize, life: u32) -> Installed {
         debug_assert!(partition < MAX_PARTITIONS);
         debug_assert!((slot as u64) < u64::from(u32::MAX));
+        // The cell at `cell_index(partition)`, with one page lookup.
         let cell = self
             .cells
-            .get_or_alloc(cell_index(partition), || AtomicU64::new(0));
+            .get_or_alloc_placed(partition, cell_offset, || AtomicU64::new(0));
+        debug_assert!(self
+            .cells
+            .get(cell_index(partition))
+            .is_some_and(|at| std::ptr::eq(at, cell)));
         let mine = cell_word(slot, life);
         // Relaxed: a first guess; the CAS below decides, and its Acquire
         // (on success or failure) is what orders what we then read.

@@ -10,6 +10,7 @@ use crate::generation::entered_from;
 use crate::mode::Mode;
 use crate::slab::Outcome;
 use crate::ticket::{RawTicket, Ticket};
+use crate::tracker::{WAKE_ROOM, WAKE_WAITERS};
 use crate::{ResolveBatchError, ResolveError, Tracker};
 use std::cell::Cell;
 use std::hash::Hash;
@@ -176,8 +177,11 @@ where
             // unacked one no longer count against the capacity.
             let early = cfg!(inflight_mutant = "permit_at_ack") && self.return_permit();
             let (drained, room) = self.advance_watermark(resolved.partition);
+            // One word of flags, as below.
+            let mut wake = WAKE_WAITERS * u8::from(drained | resolved.watched);
+            wake |= WAKE_ROOM * u8::from(room | early);
             // Wakers are user code: last.
-            self.wake(drained || resolved.watched, room || early);
+            self.wake_flags(wake);
             return Ok(());
         }
         let freed = resolved.freed;
@@ -190,18 +194,8 @@ where
         if outcome == Outcome::Fail {
             generation.add_failed(resolved.partition, resolved.life, 1);
         }
-        let drained = self.shards.leave(shard, generation);
-        // After the leave: a send that takes this permit then counts into a
-        // generation the record has left, so `in_flight` never reads more
-        // than the capacity.
-        let room = self.return_permit();
-        // The generation may be gone from here on; the slot is still ours.
-        // Its offset stays in it until its reuse: no user code here.
-        if freed {
-            self.slots.recycle_slot(ticket.index, resolved.slot);
-        }
         // A failure wakes waiters too: a flush that covers it fails at once
-        // (guarantee 15). Wakers are user code: last.
+        // (guarantee 15).
         let failed = outcome == Outcome::Fail;
         // Mutant `silent_fail` (loom suite only): a failure wakes nobody, so
         // a flush waits for the rest instead of failing at once.
@@ -210,7 +204,20 @@ where
             let _ = failed;
             false
         };
-        self.wake(drained || failed || resolved.watched, room);
+        // What to wake, gathered in one word of flags and tested once.
+        let mut wake = WAKE_WAITERS * u8::from(failed | resolved.watched);
+        wake |= WAKE_WAITERS * u8::from(self.shards.leave(shard, generation));
+        // After the leave: a send that takes this permit then counts into a
+        // generation the record has left, so `in_flight` never reads more
+        // than the capacity.
+        wake |= WAKE_ROOM * u8::from(self.return_permit());
+        // The generation may be gone from here on; the slot is still ours.
+        // Its offset stays in it until its reuse: no user code here.
+        if freed {
+            self.slots.recycle_slot(ticket.index, resolved.slot);
+        }
+        // Wakers are user code: last.
+        self.wake_flags(wake);
         Ok(())
     }
 }
@@ -251,13 +258,21 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
         let wakes = watermarks.advance::<O, M>(
             &self.slots,
             partition as usize,
+            // Out of line: the advance's loop calls it once per group of
+            // records passed, and stays the same whatever it costs.
+            #[inline(never)]
             |entered, n, failed, life| {
                 let (generation, shard) = entered_from(entered);
                 // SAFETY: the advance passes records it has not yet counted
                 // out of their generation, which therefore cannot have been
                 // folded.
                 let generation = unsafe { &*generation };
-                generation.add_failed(partition, life, failed);
+                // Tested here, not in the call: the advance passes acked
+                // records far more often than failed ones.
+                if failed != 0 {
+                    std::hint::cold_path();
+                    generation.add_failed(partition, life, failed);
+                }
                 // A failure wakes waiters too: a flush that covers it fails
                 // at once (guarantee 15).
                 let wakes = self.shards.leave_many(shard, generation, n) || failed != 0;

@@ -137,20 +137,25 @@ where
         };
         // `number` < MAX_PARTITIONS < 2^32.
         let tag = self.slots.prepare(slot, offset, number as u32, life, holds);
-        let mut undo = Undo {
+        let shard = home % SHARDS;
+        // No user code runs from `prepare` to the end of `enter` (a
+        // capture for a lagging shard included), so nothing has to be
+        // ready to back out there. After it an `Undo` is made only where
+        // one is needed, around user code and to take the record back, so
+        // the hot path keeps none on the stack.
+        let (generation, wakes) = self.enter(shard, 1);
+        let undo = || Undo {
             tracker: self,
             index,
             slot,
             holds,
-            entered: None,
+            entered: (shard, generation),
         };
-
-        let shard = home % SHARDS;
-        let (generation, wakes) = self.enter(shard, 1);
-        undo.entered = Some((shard, generation));
         if wakes {
             // A capture this send made for a sealer drained a generation.
-            self.wake(true, false); // user code: `undo` backs out if it panics
+            let unwinding = undo();
+            self.wake(true, false); // user code: `unwinding` backs out if it panics
+            std::mem::forget(unwinding);
         }
 
         // Acquire: pairs with `close`'s Release store. Either this record's
@@ -162,14 +167,16 @@ where
         // Then this load sees the close. So a final flush covers every
         // accepted record.
         if self.closed.load(Ordering::Acquire) {
-            let offset = undo.take_back();
+            let offset = undo().take_back();
             return Err(SendError::Closed(partition, offset));
         }
         if let Some(seq) = seq {
+            let undo = undo();
             return self.send_in_order(partition, number, lifecycle, undo, (tag, seq, life), wait);
         }
-        drop(partition); // user code: `undo` backs out if it panics
-        std::mem::forget(undo);
+        let unwinding = undo();
+        drop(partition); // user code: `unwinding` backs out if it panics
+        std::mem::forget(unwinding);
 
         self.slots
             .set_generation(slot, entered_at(generation, shard));
@@ -262,9 +269,7 @@ where
         wait: &mut Wait,
     ) -> Result<Ticket, SendError<P, O>> {
         let (index, slot) = (undo.index, undo.slot);
-        let Some((shard, generation)) = undo.entered else {
-            unreachable!("a send enters its generation before it links");
-        };
+        let (shard, generation) = undo.entered;
         let (Some(watermarks), Some(config)) = (self.marks(), self.progress_config()) else {
             unreachable!("a progress tracker keeps watermarks");
         };
@@ -601,28 +606,28 @@ pub(crate) enum Wait {
 
 /// Backs a send out if it ends before publishing its record: the
 /// `Closed` re-check, or a panic in user code (a waker, the `Drop` of the
-/// partition key). It returns the permit and the slot and, once the record
-/// has entered a generation, counts it out again: no record is counted
-/// without a ticket. `send` forgets it once nothing can stop the record.
+/// partition key). It counts the record out of the generation it entered
+/// and returns the permit and the slot: no record is counted without a
+/// ticket. `send` makes one only where it needs one (around user code,
+/// and to take a record back) and forgets it once nothing can stop the
+/// record; before the record enters, no user code runs.
 struct Undo<'t, P, O, M: Mode> {
     tracker: &'t Tracker<P, O, M>,
     index: usize,
     slot: &'t Slot<O>,
     /// The hold bits the slot took at `prepare`.
     holds: u64,
-    /// The count shard and generation the record entered, once it has.
-    entered: Option<(usize, &'t Generation)>,
+    /// The count shard and generation the record entered.
+    entered: (usize, &'t Generation),
 }
 
 impl<P, O, M: Mode> Undo<'_, P, O, M> {
     /// Everything but the slot itself; runs no user code. Returns whether
     /// the record's leave drained its generation (waiters must be woken)
     /// and whether a sender waits for the permit it gave back.
-    fn back_out(&mut self) -> (bool, bool) {
-        let drained = self
-            .entered
-            .take()
-            .is_some_and(|(shard, generation)| self.tracker.shards.leave(shard, generation));
+    fn back_out(&self) -> (bool, bool) {
+        let (shard, generation) = self.entered;
+        let drained = self.tracker.shards.leave(shard, generation);
         self.tracker.slots.unhold_prepared(self.slot, self.holds);
         let room = self.tracker.return_permit();
         (drained, room)
@@ -630,7 +635,7 @@ impl<P, O, M: Mode> Undo<'_, P, O, M> {
 
     /// Backs out and hands the offset back, for `SendError::Closed`.
     fn take_back(self) -> O {
-        let mut this = std::mem::ManuallyDrop::new(self);
+        let this = std::mem::ManuallyDrop::new(self);
         let (drained, room) = this.back_out();
         let offset = this.tracker.slots.unprepare(this.index, this.slot);
         this.tracker.wake(drained, room); // user code, last

@@ -23,6 +23,7 @@
 
 #[cfg(not(loom))]
 mod imp {
+    use std::cell::Cell;
     use std::sync::atomic::Ordering;
     pub(crate) use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
@@ -112,6 +113,10 @@ mod imp {
 
     impl Drop for Number {
         fn drop(&mut self) {
+            // First: from here on the number is not ours to use (it may be
+            // another thread's once pushed), and `thread_index` must not
+            // hand it out from the cache.
+            CACHED.set(NONE);
             if self.0 < LOCAL_THREADS {
                 // Release (inside `push`): hands the number, and this
                 // thread's last writes to its free lists, to the next thread
@@ -123,7 +128,14 @@ mod imp {
 
     thread_local! {
         static NUMBER: Number = Number::take();
+        /// `NUMBER`'s number while the thread holds it, else [`NONE`]: a
+        /// plain word with no destructor, so reading it is one load, with
+        /// no test of whether `NUMBER` was initialised or destroyed.
+        static CACHED: Cell<usize> = const { Cell::new(NONE) };
     }
+
+    /// `CACHED` before the thread took its number, and once it gave it back.
+    const NONE: usize = usize::MAX;
 
     /// The calling thread's number. Below [`LOCAL_THREADS`], no other live
     /// thread has the same number, so the thread may use per-number state
@@ -134,10 +146,24 @@ mod imp {
     /// `LOCAL_THREADS` or more.
     #[inline]
     pub(crate) fn thread_index() -> usize {
-        NUMBER
-            .try_with(|number| number.0)
+        match CACHED.get() {
+            NONE => thread_index_slow(),
+            number => number,
+        }
+    }
+
+    /// [`thread_index`] before the cache holds the number (the thread's
+    /// first call), or after the thread gave it back.
+    #[cold]
+    fn thread_index_slow() -> usize {
+        match NUMBER.try_with(|number| number.0) {
+            Ok(number) => {
+                CACHED.set(number);
+                number
+            }
             // Relaxed: only needs to differ from the reusable numbers.
-            .unwrap_or_else(|_| OVERFLOW_NUMBERS.fetch_add(1, Ordering::Relaxed))
+            Err(_) => OVERFLOW_NUMBERS.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     /// How many free-list shards to use.

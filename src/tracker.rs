@@ -26,6 +26,12 @@ use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
 
+/// In a word of wake flags (see [`Tracker::wake_flags`]): wake the
+/// waiters of a flush or drain.
+pub(crate) const WAKE_WAITERS: u8 = 1;
+/// In a word of wake flags: wake the senders waiting for room.
+pub(crate) const WAKE_ROOM: u8 = 2;
+
 /// Tracks records in flight and tells which source offsets are safe to
 /// commit.
 ///
@@ -292,6 +298,16 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
         }
         if let Err(panic) = self.wake_catching(waiters, room) {
             std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// [`wake`](Self::wake) for what a resolution gathered in one word of
+    /// [`WAKE_WAITERS`] and [`WAKE_ROOM`] flags. Wakers are user code: call
+    /// this last.
+    #[inline]
+    pub(crate) fn wake_flags(&self, flags: u8) {
+        if flags != 0 {
+            self.wake(flags & WAKE_WAITERS != 0, flags & WAKE_ROOM != 0);
         }
     }
 

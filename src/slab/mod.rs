@@ -376,10 +376,7 @@ impl<O> Slab<O> {
     /// A slot known to exist (its index came from this slab).
     #[inline]
     fn slot(&self, index: usize) -> &Slot<O> {
-        match self.get(index) {
-            Some(slot) => slot,
-            None => unreachable!("slot {index} was handed out, so its page exists"),
-        }
+        self.slots.existing(index)
     }
 
     /// Takes a free slot, or a never-used one; `None` when all

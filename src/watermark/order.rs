@@ -137,6 +137,7 @@ use crate::progress::budget;
 pub(crate) type Seqs = Pages<AtomicU64, 32, 20>;
 
 /// The position of the record in slot `index`.
+#[inline]
 pub(crate) fn seq_of(seqs: &Seqs, index: usize) -> u64 {
     // Relaxed: written before the record was linked; readers follow the
     // link (or `last`, or `stopped`) with Acquire.
@@ -165,6 +166,7 @@ enum Undecided {
 
 impl Watermarks {
     /// Stores a prepared record's position, before it is linked.
+    #[inline]
     pub(crate) fn set_seq(&self, index: usize, seq: u64) {
         if let Some(seqs) = &self.seqs {
             // Relaxed: published by the link's Release store.
