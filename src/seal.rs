@@ -414,7 +414,7 @@ mod tests {
     /// returns each last offset.
     #[test]
     fn racing_seals_lose_nothing() {
-        const SENDS: u64 = if cfg!(miri) { 100 } else { 20_000 };
+        const SENDS: u64 = if cfg!(miri) { 50 } else { 20_000 };
         const WINDOW: usize = 8;
         const SENDERS: usize = 3;
         let tracker = Tracker::new();
@@ -459,7 +459,7 @@ mod tests {
     /// have every earlier offset acked.
     #[test]
     fn one_chain_of_sends_over_two_threads_is_covered_as_a_prefix() {
-        const SENDS: u64 = if cfg!(miri) { 100 } else { 100_000 };
+        const SENDS: u64 = if cfg!(miri) { 50 } else { 100_000 };
         let tracker = Tracker::new();
         let turn = AtomicU64::new(0);
         let finished = AtomicUsize::new(0);

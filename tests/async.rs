@@ -110,7 +110,7 @@ async fn a_dropped_future_then_a_blocking_wait() {
 /// each partition is its last one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_flush_cycles_with_acks_from_spawned_tasks() {
-    const CYCLES: usize = if cfg!(miri) { 5 } else { 300 };
+    const CYCLES: usize = if cfg!(miri) { 3 } else { 300 };
     const PARTITIONS: u32 = 3;
     let tracker: Arc<Tracker<u32, u64>> = Arc::new(Tracker::new());
     // Offsets sent and not yet acked, per partition. The test may lock; the

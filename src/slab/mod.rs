@@ -662,7 +662,7 @@ mod tests {
             // Under Miri, which checks the cross-thread recycling, too few
             // for the bound below to fail (it needs more than the bound):
             // that is checked natively.
-            for n in 0..if cfg!(miri) { 400 } else { 100_000_u64 } {
+            for n in 0..if cfg!(miri) { 200 } else { 100_000_u64 } {
                 let (index, slot) = slab.alloc(thread_index()).unwrap();
                 slab.prepare(slot, n, 0, 0, 0);
                 tx.send(index).unwrap();

@@ -59,10 +59,13 @@ pub fn run_model_bounded(name: &'static str, cap: usize, f: impl Fn() + Sync + S
     match result {
         Ok(()) => eprintln!("model {name}: {n} executions in {:.1?}", started.elapsed()),
         Err(panic) => {
+            // The crate's name is the test binary's (tests/NAME.rs): a
+            // replay builds only that one.
             eprintln!(
                 "model {name}: FAILED at execution {n}. Replay with \
                  LOOM_CHECKPOINT_FILE=/tmp/{name}.json LOOM_CHECKPOINT_INTERVAL=1, \
-                 then LOOM_LOG=trace LOOM_LOCATION=1 loom-tests/run -- {name}"
+                 then LOOM_LOG=trace LOOM_LOCATION=1 loom-tests/run --test {} -- {name}",
+                env!("CARGO_CRATE_NAME")
             );
             std::panic::resume_unwind(panic);
         }
