@@ -604,6 +604,23 @@ fn saved(cluster: &MockCluster<'static, DefaultProducerContext>) -> Progress {
         .clone()
 }
 
+/// A second member of the group, subscribed to `topic` with `strategy`,
+/// on a tracker of its own: joining makes the group rebalance.
+fn joins(
+    cluster: &MockCluster<'static, DefaultProducerContext>,
+    topic: &str,
+    strategy: &str,
+) -> BaseConsumer<HandOffContext> {
+    let tracker = Arc::new(Tracker::builder().progress(4096).build());
+    let member = consumer_with(
+        cluster,
+        HandOffContext::new(tracker, Duration::from_secs(600)),
+        strategy,
+    );
+    member.subscribe(&[topic]).unwrap();
+    member
+}
+
 /// A consumer of the group that consumed all ten records of `source`,
 /// with offset 3 left in flight (the others acked), and its ticket. Its
 /// hand-off is deferred; its commit points are kept in a topic store as
@@ -649,14 +666,7 @@ fn a_revocation_is_handed_off_outside_the_callback_once_its_records_are_done() {
     let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
     let partition = TopicPartition::new("source", 0);
     // A second member joins: the group revokes `a`'s partition.
-    let b = consumer(
-        &cluster,
-        HandOffContext::new(
-            Arc::new(Tracker::builder().progress(4096).build()),
-            Duration::from_secs(600),
-        ),
-    );
-    b.subscribe(&["source"]).unwrap();
+    let b = joins(&cluster, "source", "range");
     poll_both(&a, &b, || a.context().is_handing_off());
     // rdkafka's callback returned: the hand-off waits for offset 3, outside
     // it, with the revoked partition's records still tracked...
@@ -702,14 +712,7 @@ fn a_revocation_past_its_drain_bound_releases_what_is_left_and_commits_what_was_
         Arc::new(Tracker::builder().progress(4096).build());
     cluster.create_topic("progress-store", 1, 1).unwrap();
     let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_millis(200), "range");
-    let b = consumer(
-        &cluster,
-        HandOffContext::new(
-            Arc::new(Tracker::builder().progress(4096).build()),
-            Duration::from_secs(600),
-        ),
-    );
-    b.subscribe(&["source"]).unwrap();
+    let b = joins(&cluster, "source", "range");
     poll_both(&a, &b, || a.context().is_handing_off());
     // Offset 3 never comes: once the bound passed, a look finishes the
     // hand-off without it.
@@ -758,15 +761,7 @@ fn a_cooperative_revocation_hands_off_the_moving_partition_and_keeps_the_other()
     let mut held = HashMap::new();
     held.insert(p0.clone(), tracker.send(p0.clone(), 0).unwrap());
     held.insert(p1.clone(), tracker.send(p1.clone(), 0).unwrap());
-    let b = consumer_with(
-        &cluster,
-        HandOffContext::new(
-            Arc::new(Tracker::builder().progress(4096).build()),
-            Duration::from_secs(600),
-        ),
-        "cooperative-sticky",
-    );
-    b.subscribe(&["pair"]).unwrap();
+    let b = joins(&cluster, "pair", "cooperative-sticky");
     poll_both(&a, &b, || a.context().is_handing_off());
     // One partition moves; the other stays with `a`, and its records are
     // not waited for.
@@ -812,14 +807,7 @@ fn finish_hand_off_lets_the_partitions_go_so_that_the_consumer_can_close() {
     let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
         Arc::new(Tracker::builder().progress(4096).build());
     let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
-    let b = consumer(
-        &cluster,
-        HandOffContext::new(
-            Arc::new(Tracker::builder().progress(4096).build()),
-            Duration::from_secs(600),
-        ),
-    );
-    b.subscribe(&["source"]).unwrap();
+    let b = joins(&cluster, "source", "range");
     poll_both(&a, &b, || a.context().is_handing_off());
     // The record is done on another thread while `finish_hand_off` waits.
     let acker = {
