@@ -388,6 +388,33 @@ where
             .map_err(DrainError::from_wait)
     }
 
+    /// Whether every record of `partition` sent so far is resolved (on a
+    /// watermark tracker: passed by its watermark), as
+    /// [`drain_partition`](Self::drain_partition) would find it, without
+    /// waiting: for a loop that looks now and then (a consumer's poll loop
+    /// handing a revoked partition off) rather than blocks. Unlike a wait,
+    /// it never takes an [`interrupt`](Self::interrupt), which stays for
+    /// the wait it was meant for. A partition never seen is drained. On a
+    /// barrier tracker it reads every live slot; with watermarks, a few
+    /// counters.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::builder().watermarks().build();
+    /// let p = tracker.send("p", 1_u64).unwrap();
+    /// assert!(!tracker.is_partition_drained("p"));
+    /// assert!(tracker.is_partition_drained("q")); // never seen
+    /// tracker.ack(p).unwrap();
+    /// assert!(tracker.is_partition_drained("p"));
+    /// ```
+    pub fn is_partition_drained<Q>(&self, partition: &Q) -> bool
+    where
+        P: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.watch_partition(partition)
+            .is_none_or(|watch| watch.pending(self) == 0)
+    }
+
     /// The async [`drain_partition`](Self::drain_partition), for any
     /// executor: what it waits for is fixed when it is called (records
     /// sent before), not when first polled. Cancel-safe; use your runtime's

@@ -255,6 +255,33 @@ fn drain_partition_waits_for_one_partition_only() {
 }
 
 #[test]
+fn is_partition_drained_looks_without_waiting_and_leaves_an_interrupt_to_the_wait() {
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+        let p1 = tracker.send("p", 1_u64).unwrap();
+        let p2 = tracker.send("p", 2_u64).unwrap();
+        let q = tracker.send("q", 1_u64).unwrap();
+        assert!(tracker.is_partition_drained("nobody"));
+        assert!(!tracker.is_partition_drained("p"));
+        tracker.ack(p2).unwrap();
+        // On a watermark tracker, 2 is acked but not passed yet.
+        assert!(!tracker.is_partition_drained("p"));
+        tracker.ack(p1).unwrap();
+        assert!(tracker.is_partition_drained("p"), "q stays in flight, ignored");
+        // Looking takes no interrupt: the wait it was meant for gets it.
+        let late = tracker.send("p", 3_u64).unwrap();
+        tracker.interrupt();
+        assert!(!tracker.is_partition_drained("p"));
+        assert_eq!(
+            tracker.drain_partition("p", FOREVER),
+            Err(DrainError::Interrupted)
+        );
+        tracker.ack(late).unwrap();
+        tracker.ack(q).unwrap();
+        assert!(tracker.is_partition_drained("p") && tracker.is_partition_drained("q"));
+    });
+}
+
+#[test]
 fn drain_partition_async_is_woken_by_the_partitions_last_ack() {
     each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
         let p = tracker.send("p", 1_u64).unwrap();

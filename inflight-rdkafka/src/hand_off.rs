@@ -390,11 +390,10 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
     }
 
     /// Whether every record of `partition` sent so far is resolved (on a
-    /// watermark tracker: passed by its watermark). Does not wait.
+    /// watermark tracker: passed by its watermark). Does not wait, and
+    /// takes no interrupt meant for a wait of yours.
     fn drained(&self, partition: &TopicPartition) -> bool {
-        self.tracker
-            .drain_partition(partition, Duration::ZERO)
-            .is_ok()
+        self.tracker.is_partition_drained(partition)
     }
 
     /// A bounded drain of each of `partitions` (the bound for all of them).

@@ -60,6 +60,7 @@ mod advance;
 mod committable;
 mod order;
 mod walk;
+mod words;
 
 use crate::mode::Mode;
 use crate::pages::Pages;
@@ -72,82 +73,11 @@ pub(crate) use order::Refusal;
 use std::collections::HashMap;
 use std::hash::Hash;
 pub(crate) use walk::{Seen, Walk};
-
-/// A queued record: its slot + 1. Never 0, which stands for the stub (as
-/// `head`/`tail`), for "no link yet" (as a link) or "no mark". The slot
-/// alone names the record: a queued or marked slot is held, so it cannot be
-/// reused while anything points at it.
-fn node(index: usize) -> u32 {
-    // Slot indices are below MAX_SLOTS < 2^24.
-    index as u32 + 1
-}
-
-fn index_of(node: u32) -> usize {
-    node as usize - 1
-}
-
-/// A record as `tail` and `last` hold it: its node in the low 24 bits, and
-/// on a progress tracker its tag (bits 32..64, so that a CAS fails if the
-/// slot moved on to another record), the queue's budget credit (bits
-/// 24..31, at most [`MAX_CREDIT`]) and, clear here, the [`OWED`] flag (bit
-/// 31).
-fn tail_word(node: u32, tag: u32, credit: u64) -> u64 {
-    debug_assert!(node < 1 << 24 && credit <= MAX_CREDIT);
-    u64::from(tag) << 32 | credit << 24 | u64::from(node)
-}
-
-/// The most budget credit a tail word carries (see `order`).
-pub(crate) const MAX_CREDIT: u64 = 0x7f;
-
-/// The flag of a progress queue's tail word that says the partition owes
-/// an offset (see "Owed offsets" in `order`). While it is set, the credit
-/// bits carry the debt's epoch instead of a credit.
-const OWED: u64 = 1 << 31;
-
-/// A tail word with [`OWED`] set: the partition owes an offset, recorded
-/// while `node` (with `tag`) was its last record; `epoch` tells apart the
-/// debts recorded at one record (see "Owed offsets" in `order`).
-fn owed_word(node: u32, tag: u32, epoch: u64) -> u64 {
-    tail_word(node, tag, epoch & MAX_CREDIT) | OWED
-}
-
-fn tail_node(word: u64) -> u32 {
-    (word & 0xff_ffff) as u32
-}
-
-fn tail_tag(word: u64) -> u32 {
-    (word >> 32) as u32
-}
-
-/// The credit a tail word carries: none while it carries a debt.
-fn tail_credit(word: u64) -> u64 {
-    if word & OWED != 0 {
-        0
-    } else {
-        (word >> 24) & MAX_CREDIT
-    }
-}
-
-/// The epoch of an [`owed_word`].
-fn owed_epoch(word: u64) -> u64 {
-    (word >> 24) & MAX_CREDIT
-}
-
-/// A mark as `mark` and `ended_mark` hold it: the record's node and the
-/// life it was sent in, so that comparing lives needs no slot lookup.
-fn mark_word(node: u32, life: u32) -> u64 {
-    u64::from(life) << 32 | u64::from(node)
-}
-
-/// The slot of a [`mark_word`].
-fn mark_index(word: u64) -> usize {
-    index_of(word as u32)
-}
-
-/// The life of a [`mark_word`].
-fn mark_life(word: u64) -> u32 {
-    (word >> 32) as u32
-}
+pub(crate) use words::MAX_CREDIT;
+use words::{
+    index_of, mark_index, mark_life, mark_word, node, owed_epoch, owed_word, tail_credit,
+    tail_node, tail_tag, tail_word, OWED,
+};
 
 /// One partition's queue and mark.
 pub(crate) struct Queue {
