@@ -21,6 +21,13 @@ pub(crate) struct Pages<T, const FIRST: usize, const COUNT: usize> {
     /// module docs); null while the page is missing (a biased pointer is
     /// never null, see `alloc`).
     pages: [AtomicPtr<T>; COUNT],
+    /// Page `k`'s base as allocated, unbiased: what `Drop` frees, and a
+    /// pointer into the page for a leak checker. LeakSanitizer counts
+    /// memory as reachable only through a pointer into it, and a biased
+    /// pointer points below it: pages of a tracker whose generations wait
+    /// in the epoch collector's garbage at exit would read as leaked.
+    /// Written once, when the page is installed; never read on a lookup.
+    bases: [AtomicPtr<T>; COUNT],
 }
 
 impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
@@ -31,6 +38,7 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
         debug_assert!(FIRST.is_power_of_two());
         Self {
             pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            bases: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
         }
     }
 
@@ -161,7 +169,12 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            Ok(_) => biased,
+            Ok(_) => {
+                // Relaxed: read only by `Drop`, which has `&mut self` (every
+                // thread that installed a page is done with us by then).
+                self.bases[page].store(fresh, Ordering::Relaxed);
+                biased
+            }
             Err(winner) => {
                 // SAFETY: `fresh` is our own unshared allocation of `len`
                 // elements, from `Box::into_raw` just above.
@@ -196,15 +209,15 @@ impl<T, const FIRST: usize, const COUNT: usize> Pages<T, FIRST, COUNT> {
 
 impl<T, const FIRST: usize, const COUNT: usize> Drop for Pages<T, FIRST, COUNT> {
     fn drop(&mut self) {
-        for (page, base) in self.pages.iter_mut().enumerate() {
+        for (page, base) in self.bases.iter_mut().enumerate() {
             // Relaxed: `&mut self`, so every other thread is done with us.
-            let biased = base.load(Ordering::Relaxed);
-            if !biased.is_null() {
+            let base = base.load(Ordering::Relaxed);
+            if !base.is_null() {
                 let len = FIRST << page;
-                let base = biased.wrapping_add(len);
-                // SAFETY: `base` (the pointer unbiased) came from
-                // `Box::into_raw` of a `len`-element slice, owned by these
-                // pages, which are being dropped.
+                // SAFETY: `base` came from `Box::into_raw` of a
+                // `len`-element slice installed as page `page` (its biased
+                // pointer won the CAS), owned by these pages, which are
+                // being dropped.
                 drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) });
             }
         }
