@@ -369,24 +369,22 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
                 .subscription()
                 .map_or(true, |subscribed| subscribed.count() == 0)
         };
-        if !self.defer || partitions.iter().all(|p| self.drained(p)) || closing() {
-            self.drain(&partitions, self.drain_timeout);
-            self.settle_revoked(consumer, &partitions);
-            self.let_go(consumer, revoked);
-            return;
+        if self.defer && !partitions.iter().all(|p| self.drained(p)) && !closing() {
+            match consumer.pause(revoked) {
+                Ok(()) => {
+                    *self.lock_pending() = Some(Pending {
+                        revoked: revoked.clone(),
+                        partitions,
+                        deadline: Instant::now() + self.drain_timeout,
+                    });
+                    return;
+                }
+                // Not paused: the hand-off runs here, as by default.
+                Err(e) => self.error(format!("pausing the revoked {partitions:?}: {e}")),
+            }
         }
-        if let Err(e) = consumer.pause(revoked) {
-            self.error(format!("pausing the revoked {partitions:?}: {e}"));
-            self.drain(&partitions, self.drain_timeout);
-            self.settle_revoked(consumer, &partitions);
-            self.let_go(consumer, revoked);
-            return;
-        }
-        *self.lock_pending() = Some(Pending {
-            revoked: revoked.clone(),
-            partitions,
-            deadline: Instant::now() + self.drain_timeout,
-        });
+        self.drain(&partitions, self.drain_timeout);
+        self.complete(consumer, revoked, &partitions, false);
     }
 
     /// Whether every record of `partition` sent so far is resolved (on a
@@ -509,7 +507,7 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
                 ));
             }
         }
-        self.complete(consumer, &pending);
+        self.complete(consumer, &pending.revoked, &pending.partitions, true);
         false
     }
 
@@ -521,18 +519,28 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
         };
         let left = pending.deadline.saturating_duration_since(Instant::now());
         self.drain(&pending.partitions, left);
-        self.complete(consumer, &pending);
+        self.complete(consumer, &pending.revoked, &pending.partitions, true);
     }
 
-    /// The drained `pending` hand-off's commit, revoke and let-go.
-    fn complete(&self, consumer: &BaseConsumer<Self>, pending: &Pending) {
-        self.settle_revoked(consumer, &pending.partitions);
+    /// The hand-off after its drain: the final commit and the revoke, then
+    /// the partitions (`revoked`, `paused` by a deferred hand-off or not)
+    /// are let go.
+    fn complete(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        revoked: &TopicPartitionList,
+        partitions: &[TopicPartition],
+        paused: bool,
+    ) {
+        self.settle_revoked(consumer, partitions);
         // An application pause outlives the assignment: lift it before the
         // partitions go, or they come back paused the next time.
-        if let Err(e) = consumer.resume(&pending.revoked) {
-            self.error(format!("resuming the revoked partitions: {e}"));
+        if paused {
+            if let Err(e) = consumer.resume(revoked) {
+                self.error(format!("resuming the revoked partitions: {e}"));
+            }
         }
-        self.let_go(consumer, &pending.revoked);
+        self.let_go(consumer, revoked);
     }
 
     /// rdkafka assigned `assigned`: applies it, reads their progress back,

@@ -623,14 +623,15 @@ fn joins(
 
 /// A consumer of the group that consumed all ten records of `source`,
 /// with offset 3 left in flight (the others acked), and its ticket. Its
-/// hand-off is deferred; its commit points are kept in a topic store as
-/// well.
+/// hand-off is deferred; its commit points are kept in a topic store
+/// (`progress-store`, made here) as well.
 fn consumed_all_but_3<M: Resumable>(
     cluster: &MockCluster<'static, DefaultProducerContext>,
     tracker: &Arc<Tracker<TopicPartition, i64, M>>,
     drain_timeout: Duration,
     strategy: &str,
 ) -> (BaseConsumer<HandOffContext<M, Recording>>, inflight::Ticket) {
+    cluster.create_topic("progress-store", 1, 1).unwrap();
     let context = HandOffContext::wrap(Recording::default(), tracker.clone(), drain_timeout)
         .store(store(cluster, "group"))
         .read_timeout(Duration::from_secs(10))
@@ -662,7 +663,6 @@ fn a_revocation_is_handed_off_outside_the_callback_once_its_records_are_done() {
     let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
         Arc::new(Tracker::builder().progress(4096).build());
     // A bound no run reaches: the hand-off ends because offset 3 is done.
-    cluster.create_topic("progress-store", 1, 1).unwrap();
     let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
     let partition = TopicPartition::new("source", 0);
     // A second member joins: the group revokes `a`'s partition.
@@ -710,7 +710,6 @@ fn a_revocation_past_its_drain_bound_releases_what_is_left_and_commits_what_was_
     let cluster = cluster();
     let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
         Arc::new(Tracker::builder().progress(4096).build());
-    cluster.create_topic("progress-store", 1, 1).unwrap();
     let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_millis(200), "range");
     let b = joins(&cluster, "source", "range");
     poll_both(&a, &b, || a.context().is_handing_off());
@@ -803,7 +802,6 @@ fn a_cooperative_revocation_hands_off_the_moving_partition_and_keeps_the_other()
 #[test]
 fn finish_hand_off_lets_the_partitions_go_so_that_the_consumer_can_close() {
     let cluster = cluster();
-    cluster.create_topic("progress-store", 1, 1).unwrap();
     let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
         Arc::new(Tracker::builder().progress(4096).build());
     let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
