@@ -173,9 +173,14 @@ where
             };
             tickets.push(Ticket::new(self.id, index, tag));
         }
-        // Acquire: the life re-check of `install_and_publish`, once for the
-        // chunk: a revoke's `touch` of any of its slots before that slot's
-        // publish was acquired by the publish, so this load sees its bump.
+        // The light barrier and life re-check of `install_and_publish`,
+        // once for the chunk: a revoke's scan that comes after its heavy
+        // barrier sees every publish above, or this load sees its bump.
+        // Mutant `unfenced_batch` (loom suite only): the chunk's barrier is
+        // left out, so a revoke and the chunk may each miss the other.
+        #[cfg(not(inflight_mutant = "unfenced_batch"))]
+        crate::sync::light_barrier();
+        // Acquire: what a revoke did before its bump.
         // Mutant `stale_life` (loom suite only), as in `install_and_publish`.
         #[cfg(inflight_mutant = "stale_life")]
         let now = life;

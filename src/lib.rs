@@ -299,6 +299,28 @@ pub type WatermarkTracker<P, O> = Tracker<P, O, mode::Watermarks>;
 pub type ProgressTracker<P, O> = Tracker<P, O, mode::Progress>;
 pub use watermark::Committable;
 
+/// Whether this process's trackers order a send against a concurrent
+/// [`revoke`](Tracker::revoke) with the `membarrier` system call (Linux
+/// 4.14 and later), or with a full fence on both sides.
+///
+/// With the call, a send's side of the barrier is a compiler fence and a
+/// revoke pays for both (one system call, a few microseconds on a large
+/// machine); without it (another system, an older kernel, a seccomp
+/// filter that forbids the call, Miri, or the environment variable
+/// `INFLIGHT_NO_MEMBARRIER` set to anything but `0` when the first
+/// tracker is made), a send pays one full fence, which is no more than
+/// the locked instructions the barrier replaced. The choice is made once
+/// per process; the answer never changes afterwards. Correctness is the
+/// same either way.
+///
+/// ```
+/// let _tracker = inflight::Tracker::<&str, u64>::new();
+/// println!("membarrier in use: {}", inflight::uses_membarrier());
+/// ```
+pub fn uses_membarrier() -> bool {
+    sync::register_barrier()
+}
+
 #[doc = include_str!("../IMPLEMENTATION.md")]
 pub mod implementation {}
 

@@ -14,22 +14,24 @@
 //! flush or `drain` waits for it.
 //!
 //! A send racing the revoke is released too, or belongs to the new life,
-//! never both, never neither. The revoke bumps the life, then its scan
-//! reads each slot's state word with a read-modify-write (`touch`, after
-//! `used`, one on the slot counter); the send writes its slot's state word
-//! only with read-modify-writes (the prepare's swap, the publish), then
-//! re-loads the life. RMWs of one word are totally ordered, each reading
-//! the one before. If the revoke's touch (or `used`, against a never-used
-//! slot's claim) came first, the send's publish reads the release
-//! sequence it heads, so the send's re-load sees the bump: the send
-//! releases its own record (counting it in the partition's
-//! `released_late`, which the revoke adds to its `released` after the
-//! scan, or the next revoke does if the send was slower). If the publish
-//! came first, the touch reads it and the scan releases the record. No
-//! `SeqCst` is needed, so loom checks the argument as it is (models 25,
-//! 25b, and mutant `stale_life`). The one cost on the send path is the
-//! prepare's swap where a store would do otherwise: not measurable beside
-//! the send's other locked steps (IMPLEMENTATION.md).
+//! never both, never neither. The revoke bumps the life, runs the heavy
+//! side of an asymmetric barrier (`sync::heavy_barrier`: the
+//! `membarrier` system call on Linux, which makes every thread of the
+//! process execute a full fence), then scans: it loads the slot counter
+//! (`used`) and each slot's state word. The send claims its slot,
+//! publishes it, runs the light side (`sync::light_barrier`: a compiler
+//! fence when the call is in use, a full fence otherwise), then re-loads
+//! the life. The pair orders like two `SeqCst` fences: if the send's light
+//! barrier came first, the scan sees the claim and the publish and
+//! releases the record; if the revoke's heavy barrier came first, the
+//! send's re-load sees the bump and it releases its own record (counting
+//! it in the partition's `released_late`, which the revoke adds to its
+//! `released` after the scan, or the next revoke does if the send was
+//! slower). Loom checks it with both sides as `SeqCst` fences (models 25,
+//! 25b, B3; mutants `stale_life`, `no_light_fence`, `unfenced_batch`,
+//! `revoke_without_barrier`); `tests/stress_fences.rs` runs it on real
+//! threads with the system call and without. The send path pays no locked
+//! instruction for it where the call is available.
 //!
 //! # A send of an ended life
 //!
@@ -199,19 +201,27 @@ where
         let Some(lifecycle) = self.partitions.lifecycle(number) else {
             return Revoked::default();
         };
-        // AcqRel: Release, so a send that reads the release sequence of our
-        // later `used` or `touch` sees the bump (see the module docs), as do
-        // `is_current` readers; Acquire: what an earlier revoke did.
+        // AcqRel: Release, so that what this revoke did before is seen by
+        // a send that reads the bump (and by `is_current` readers);
+        // Acquire: what an earlier revoke did.
         let ended = lifecycle.life.fetch_add(1, Ordering::AcqRel);
         let life = ended.wrapping_add(1);
+        // The heavy side of the barrier pair (see the module docs): a send
+        // whose light barrier did not come before this sees the bump; one
+        // whose did has its slot claim and publish seen by the scan below.
+        // Mutant `revoke_without_barrier` (loom suite only): the scan may
+        // miss a send that misses the bump.
+        #[cfg(not(inflight_mutant = "revoke_without_barrier"))]
+        crate::sync::heavy_barrier();
         let (mut released, mut wakes, mut room) = (0, false, false);
         let number = number as u32;
         for index in 0..self.slots.used() {
-            let Some((slot, state)) = self.slots.touch(index) else {
+            let Some((slot, state)) = self.slots.scan(index) else {
                 break;
             };
-            // The partition and life are this record's: the touch acquired
-            // its publish, and the CAS below fails if the slot moved on.
+            // The partition and life are this record's: the scan's load
+            // acquired its publish, and the CAS below fails if the slot
+            // moved on.
             if status_of_state(state) != LIVE
                 || slot.partition() != number
                 || !newer(life, slot.life())

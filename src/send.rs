@@ -14,7 +14,7 @@ use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
 use crate::slab::{Slot, HELD, QUEUE_HOLDS};
 use crate::sync::epoch;
-use crate::sync::{thread_index, Ordering};
+use crate::sync::{light_barrier, thread_index, Ordering};
 use crate::ticket::Ticket;
 use crate::watermark::Refusal;
 use crate::{Limit, Refused, SendBatchError, SendError, Tracker};
@@ -232,14 +232,18 @@ where
             Installed::Outranked => self.slots.unhold_prepared(slot, HELD),
         }
         self.slots.publish(slot);
-        // A revoke of the partition that began after we read its life: if
-        // its scan touched our slot before our publish, the publish acquired
-        // the bump it made first, and we see it here; if after, its scan
-        // found the record live and released it. Either way the record does
-        // not outlive its life. A record we release is still sent (its
-        // ticket answers `Revoked`), as it is when the scan does it.
-        // Acquire: what a revoke did before its bump (the bump itself is
-        // ordered before this by the publish, see `revoke.rs`).
+        // A revoke of the partition that began after we read its life: it
+        // bumps the life, runs the heavy barrier, then scans. Our light
+        // barrier pairs with its heavy one: either our publish is seen by
+        // its scan, which releases the record, or our re-load below sees
+        // its bump. Either way the record does not outlive its life. A
+        // record we release is still sent (its ticket answers `Revoked`),
+        // as it is when the scan does it.
+        // Mutant `no_light_fence` (loom suite only): no barrier, so both
+        // sides may miss the other (the store-buffering pattern).
+        #[cfg(not(inflight_mutant = "no_light_fence"))]
+        light_barrier();
+        // Acquire: what a revoke did before its bump.
         // Mutant `stale_life` (loom suite only): the send trusts the life it
         // read first, so a record sent across a revoke outlives its life.
         #[cfg(inflight_mutant = "stale_life")]

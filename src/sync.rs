@@ -262,6 +262,14 @@ mod imp {
 
 pub(crate) use imp::*;
 
+mod barrier;
+/// The asymmetric barrier's sides (see `sync/barrier.rs`): the light one a
+/// send runs, the heavy one a revoke runs, and the once-per-process
+/// registration a tracker's constructor runs so that sends start light.
+pub(crate) use barrier::{
+    heavy as heavy_barrier, light as light_barrier, register as register_barrier,
+};
+
 pub(crate) use crossbeam_utils::CachePadded;
 pub(crate) use std::sync::atomic::Ordering;
 

@@ -199,6 +199,9 @@ where
     O: Clone + Send + Sync,
 {
     pub(crate) fn build(capacity: Option<usize>, progress: ProgressConfig<O>) -> Self {
+        // Once per process: decide whether a revoke's barrier is the system
+        // call, so that sends take the light path from their first.
+        crate::sync::register_barrier();
         // SAFETY: the generation is not shared with anyone yet.
         let first = Owned::new(Generation::new(0, std::ptr::null()))
             .into_shared(unsafe { epoch::unprotected() });

@@ -414,12 +414,10 @@ impl<O> Slab<O> {
         if state & STALE == 0 {
             return;
         }
-        // Relaxed: private, as above. Cleared first: from here on the value
-        // is ours to drop, and nothing else will. An RMW, not a store: a
-        // revoke's `touch` may precede it, and the sequence it heads must
-        // reach this send's publish unbroken (see `publish`); only offsets
-        // that need dropping pay for it.
-        slot.state.fetch_and(!STALE, Ordering::Relaxed);
+        // Relaxed: private, as above (nothing else writes the word of a
+        // slot we own). Cleared first: from here on the value is ours to
+        // drop, and nothing else will.
+        slot.state.store(state & !STALE, Ordering::Relaxed);
         // SAFETY: `STALE` says the value is initialised and was not dropped;
         // we own the slot, and the state no longer says `STALE`.
         let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });

@@ -33,11 +33,11 @@ impl<O> Slab<O> {
         let next = next_tag(previous_state);
         // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
         let remembers = previous_state & REMEMBERS;
-        // A swap, not a store: a revoke's `touch` may precede it, and the
-        // release sequence it heads must reach this send's publish unbroken
-        // (a store would end it); on an L1-resident private line it costs
-        // nothing measurable beside the send's other locked steps.
-        slot.state.swap(
+        // Relaxed store: nothing else writes the word of a slot we own (a
+        // revoke's scan only reads it, ordered by the barrier pair after
+        // the publish, see `revoke.rs`); a newer record may clear `HELD`
+        // only once the install made the slot reachable.
+        slot.state.store(
             (u64::from(next) << 32) | holds | FREE | remembers,
             Ordering::Relaxed,
         );
@@ -45,8 +45,7 @@ impl<O> Slab<O> {
         // for a progress walk that reads a slot without holding it
         // (`watermark::order`): if it reads any of them (or the position
         // the send stores next), its Acquire fence makes its check of the
-        // state see the new tag, and it drops what it read. Free on x86,
-        // where the swap is a full barrier.
+        // state see the new tag, and it drops what it read. Free on x86.
         fence(Ordering::Release);
         next
     }
@@ -78,19 +77,11 @@ impl<O> Slab<O> {
         let previous_state = slot.state.load(Ordering::Relaxed);
         let next = next_tag(previous_state);
         let remembers = previous_state & REMEMBERS;
-        // AcqRel, as `publish` (which this is, with `stamp` folded in):
-        // Release publishes the value, fields and generation to the
-        // resolver's Acquire CAS and a revoke's later `touch`; Acquire reads
-        // the release sequence of a revoke's `touch` that came first, so the
-        // send's re-load of its life sees the revoke's bump. A swap, for
-        // that: every write to the word stays an RMW.
-        #[cfg(not(inflight_mutant = "stored_publish"))]
-        slot.state
-            .swap((u64::from(next) << 32) | LIVE | remembers, Ordering::AcqRel);
-        // Mutant `stored_publish` (loom suite only): a Release store, which
-        // neither reads a revoke's earlier `touch` nor continues its release
-        // sequence, so the batch's life re-check can miss the revoke.
-        #[cfg(inflight_mutant = "stored_publish")]
+        // Release store: publishes the value, fields and generation to the
+        // resolver's Acquire CAS and a revoke's Acquire scan, as `publish`
+        // (which this is, with `stamp` folded in). A store: nothing else
+        // writes the word of a slot nothing reaches (the batch's light
+        // barrier after its publishes orders it against a revoke).
         slot.state.store(
             (u64::from(next) << 32) | LIVE | remembers,
             Ordering::Release,
@@ -119,9 +110,7 @@ impl<O> Slab<O> {
     #[inline]
     pub(crate) fn hold_prepared(&self, slot: &Slot<O>, holds: u64) {
         // Relaxed: nothing reads these bits before the install's Release
-        // swap or the publish. An RMW, as `prepare`'s swap: a revoke's
-        // `touch` may have come first, and its release sequence must reach
-        // the publish unbroken.
+        // swap or the publish, and nothing else writes the word yet.
         slot.state.fetch_or(holds, Ordering::Relaxed);
     }
 
@@ -129,13 +118,13 @@ impl<O> Slab<O> {
     #[inline]
     pub(crate) fn publish(&self, slot: &Slot<O>) {
         // Release: publishes the value and generation to whoever resolves
-        // the ticket (their Acquire CAS), and to a revoke's later `touch`.
-        // Acquire: if a revoke's `touch` of this word came first, this
-        // reads its release sequence (every write to the word since is an
-        // RMW), so the send's re-load of its life sees the revoke's bump
-        // (see `revoke.rs`). An RMW, not a store, for that and because a
-        // newer record of the partition may clear HELD concurrently.
-        slot.state.fetch_or(LIVE, Ordering::AcqRel);
+        // the ticket (their Acquire CAS), and to a revoke's Acquire scan
+        // (ordered against it by the send's light barrier that follows, see
+        // `revoke.rs`). An RMW, not a store, because a newer record of the
+        // partition may clear `HELD` concurrently (the install made the
+        // slot reachable); a record nothing holds is published with a store
+        // (`publish_filled`).
+        slot.state.fetch_or(LIVE, Ordering::Release);
     }
 
     /// Takes the value back out of a prepared, unpublished slot that is not
@@ -306,22 +295,21 @@ impl<O> Slab<O> {
         // that reads `REMEMBERS`) and the Release push (to the next user).
         slot.covered.store(tag(state), Ordering::Relaxed);
         // Release: a stale ticket's resolver that reads `REMEMBERS` (with
-        // its Acquire load) sees the tag in `covered`. An RMW: a revoke's
-        // `touch` may read the word meanwhile.
-        slot.state.fetch_or(REMEMBERS, Ordering::Release);
+        // its Acquire load) sees the tag in `covered`. A store: the slot is
+        // free, so nothing else writes its word.
+        slot.state.store(state | REMEMBERS, Ordering::Release);
         // Release (inside `push`): hands the slot to the next popper.
         stack::push(&self.quarantine, index as u32 + 1, &slot.link);
     }
 
     /// The number of slots ever handed out: every record lives below it.
-    /// For a revoke's scan: a read-modify-write that changes nothing, so
-    /// the fresh-slot claims of `alloc_fresh` fall before it (and are
-    /// scanned) or after it (and see the revoke's new life).
+    /// For a revoke's scan, after its heavy barrier: a fresh-slot claim of
+    /// `alloc_fresh` is seen here, or its send sees the revoke's new life
+    /// (see `revoke.rs`).
     pub(crate) fn used(&self) -> usize {
-        // AcqRel: Release heads the sequence a later claim reads (see
-        // `alloc_fresh`); Acquire: a slot below it was allocated (its page
-        // exists) before the counter moved past it.
-        self.next_unused.fetch_add(0, Ordering::AcqRel)
+        // Acquire: a slot below it was allocated (its page exists) before
+        // the counter moved past it.
+        self.next_unused.load(Ordering::Acquire)
     }
 
     /// The number of slots ever handed out, for the statistics.
@@ -330,15 +318,14 @@ impl<O> Slab<O> {
         self.next_unused.load(Ordering::Relaxed)
     }
 
-    /// Reads `index`'s state with a read-modify-write that changes nothing:
-    /// for `Tracker::revoke`, whose scan must be ordered against a send
-    /// publishing the slot (the send's `publish` is a read-modify-write of
-    /// the same word, so one of the two sees the other).
-    pub(crate) fn touch(&self, index: usize) -> Option<(&Slot<O>, u64)> {
+    /// Reads `index`'s state for `Tracker::revoke`'s scan, which runs after
+    /// the revoke's heavy barrier: a send's publish before its light
+    /// barrier is seen here, or that send sees the revoke's bump.
+    pub(crate) fn scan(&self, index: usize) -> Option<(&Slot<O>, u64)> {
         let slot = self.get(index)?;
-        // AcqRel: Acquire sees a record published before; Release heads
-        // the sequence a later publish reads (see `publish`).
-        Some((slot, slot.state.fetch_or(0, Ordering::AcqRel)))
+        // Acquire: pairs with the sender's Release publish, so the
+        // record's partition and life read next are its own.
+        Some((slot, slot.state.load(Ordering::Acquire)))
     }
 
     /// Sets `WATCHED` on `index` if it still holds the unresolved record of
