@@ -414,10 +414,11 @@ impl<O> Slab<O> {
         if state & STALE == 0 {
             return;
         }
-        // Relaxed: private, as above (nothing else writes the word of a
-        // slot we own). Cleared first: from here on the value is ours to
-        // drop, and nothing else will.
-        slot.state.store(state & !STALE, Ordering::Relaxed);
+        // A store: nothing else writes the word of a slot we own. Release,
+        // as `stamp`'s: a reader of this value sees what the slot's
+        // earlier writes published. Cleared first: from here on the value
+        // is ours to drop, and nothing else will.
+        slot.state.store(state & !STALE, Ordering::Release);
         // SAFETY: `STALE` says the value is initialised and was not dropped;
         // we own the slot, and the state no longer says `STALE`.
         let value = slot.value.with(|v| unsafe { (*v).assume_init_read() });

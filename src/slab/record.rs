@@ -33,13 +33,20 @@ impl<O> Slab<O> {
         let next = next_tag(previous_state);
         // A remembered revoked tag (see `REMEMBERS`) survives the reuse.
         let remembers = previous_state & REMEMBERS;
-        // Relaxed store: nothing else writes the word of a slot we own (a
+        // A store: nothing else writes the word of a slot we own (a
         // revoke's scan only reads it, ordered by the barrier pair after
         // the publish, see `revoke.rs`); a newer record may clear `HELD`
-        // only once the install made the slot reachable.
+        // only once the install made the slot reachable. Release: it
+        // replaces a read-modify-write that continued the release
+        // sequences of the slot's earlier writes, so a reader that
+        // acquires this value must still see what they published; it
+        // does through us, who acquired the slot from its free list (a
+        // stale ticket's resolver sees the `covered` tag `REMEMBERS`
+        // vouches for; a walk that finds the slot moved on, a newer
+        // watermark head). A plain `mov` on x86.
         slot.state.store(
             (u64::from(next) << 32) | holds | FREE | remembers,
-            Ordering::Relaxed,
+            Ordering::Release,
         );
         // Release fence: the new tag before the fields `fill` writes next,
         // for a progress walk that reads a slot without holding it
