@@ -74,9 +74,9 @@
 //! hand-off, never lost; `drain_partition` first rules it out).
 //!
 //! A revoke costs a scan of every slot the tracker has allocated (work in
-//! proportion to the most records it ever held), one read-modify-write
-//! each: records are not listed per partition, which would cost every send
-//! and ack; a revoke is rare.
+//! proportion to the most records it ever held), one load each, after one
+//! `membarrier` call: records are not listed per partition, which would
+//! cost every send and ack; a revoke is rare.
 
 use crate::generation::entered_from;
 use crate::mode::Mode;
@@ -216,8 +216,14 @@ where
         let (mut released, mut wakes, mut room) = (0, false, false);
         let number = number as u32;
         for index in 0..self.slots.used() {
+            // A page missing below `used` (its claimer has not allocated
+            // it yet) holds no record this scan must release: whoever
+            // sends into it publishes after finding it, so if this load,
+            // after our heavy barrier, finds no page, that send's light
+            // barrier comes after our barrier and its re-check sees the
+            // bump. Pages above it may exist: go on, do not stop.
             let Some((slot, state)) = self.slots.scan(index) else {
-                break;
+                continue;
             };
             // The partition and life are this record's: the scan's load
             // acquired its publish, and the CAS below fails if the slot

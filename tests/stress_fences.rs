@@ -12,7 +12,10 @@
 //! abandons) flushes, or takes watermarks. Whatever the interleaving, every
 //! record ends exactly one way: its ack is delivered, or it was released
 //! by exactly one revoke (its ack answers `Revoked`, and the revokes'
-//! `released` counts it once). At the end nothing is in flight.
+//! `released` counts it once). A record that a revoke of its partition
+//! began after its send returned, and ended before its ack began, is
+//! released (neither the revoke's scan nor the send's re-check may miss
+//! it). At the end nothing is in flight.
 
 use inflight::mode::Mode;
 use inflight::{ResolveError, Ticket, Tracker};
@@ -32,6 +35,9 @@ const BATCH: u64 = 3;
 /// What the threads counted.
 #[derive(Debug, Default)]
 struct Counts {
+    /// Revokes of each partition begun, and ended.
+    begun: [AtomicUsize; PARTITIONS as usize],
+    ended: [AtomicUsize; PARTITIONS as usize],
     delivered: AtomicUsize,
     revoked: AtomicUsize,
     released: AtomicUsize,
@@ -48,13 +54,24 @@ where
     thread::scope(|s| {
         let mut queues = Vec::new();
         for _ in 0..ACKERS {
-            let (to_acker, tickets) = mpsc::channel::<Ticket>();
+            // A ticket, its partition, and how many revokes of it had
+            // begun when its send returned.
+            let (to_acker, tickets) = mpsc::channel::<(Ticket, u32, usize)>();
             queues.push(to_acker);
             let counts = &counts;
             s.spawn(move || {
-                for ticket in tickets {
+                for (ticket, partition, begun) in tickets {
+                    // SeqCst, as the revoker's counts.
+                    let ended = counts.ended[partition as usize].load(Ordering::SeqCst);
                     match tracker.ack(ticket) {
-                        Ok(()) => counts.delivered.fetch_add(1, Ordering::Relaxed),
+                        Ok(()) => {
+                            assert!(
+                                ended <= begun,
+                                "delivered, though a revoke of {partition} began after \
+                                 its send and ended before its ack"
+                            );
+                            counts.delivered.fetch_add(1, Ordering::Relaxed)
+                        }
                         Err(ResolveError::Revoked) => {
                             counts.revoked.fetch_add(1, Ordering::Relaxed)
                         }
@@ -65,19 +82,26 @@ where
         }
         for sender in 0..SENDERS {
             let queues = queues.clone();
-            let sending = &sending;
+            let (sending, begun) = (&sending, &counts.begun);
             s.spawn(move || {
                 let mut batch = Vec::new();
                 for round in 0..ROUNDS {
                     let partition = (round as u32 + sender as u32) % PARTITIONS;
                     let offset = round * (BATCH + 1);
                     let ticket = tracker.send(partition, offset).unwrap();
-                    queues[round as usize % ACKERS].send(ticket).unwrap();
+                    // SeqCst: a revoke not yet begun here bumps the life
+                    // after this send returned.
+                    let now = begun[partition as usize].load(Ordering::SeqCst);
+                    queues[round as usize % ACKERS]
+                        .send((ticket, partition, now))
+                        .unwrap();
                     tracker
                         .send_batch(&partition, offset + 1..=offset + BATCH, &mut batch)
                         .unwrap();
+                    let now = begun[partition as usize].load(Ordering::SeqCst);
                     for ticket in batch.drain(..) {
-                        queues[(round as usize + 1) % ACKERS].send(ticket).unwrap();
+                        let queue = &queues[(round as usize + 1) % ACKERS];
+                        queue.send((ticket, partition, now)).unwrap();
                     }
                 }
                 sending.fetch_sub(1, Ordering::Release);
@@ -88,7 +112,10 @@ where
         s.spawn(move || {
             let mut partition = 0;
             while !stop_ref.load(Ordering::Acquire) {
+                // SeqCst, both: ordered with the senders' and ackers' looks.
+                counts.begun[partition as usize].fetch_add(1, Ordering::SeqCst);
                 let revoked = tracker.revoke(&partition);
+                counts.ended[partition as usize].fetch_add(1, Ordering::SeqCst);
                 counts
                     .released
                     .fetch_add(revoked.released, Ordering::Relaxed);

@@ -483,10 +483,11 @@ impl<O> Slab<O> {
                 return None;
             }
             let end = (next + FRESH_CHUNK).min(MAX_SLOTS);
-            // AcqRel on success: if a revoke's `used` came first, this reads
-            // its release sequence, so the send that claims the chunk (and
-            // every later user of its slots) sees the revoke's new life
-            // (see `revoke.rs`); a chunk is claimed once per 128 slots.
+            // AcqRel on success: a claim is ordered against a revoke's
+            // `used` by the barrier pair (the claim before the send's light
+            // barrier, `used` after the revoke's heavy one, see `revoke.rs`);
+            // AcqRel orders claims among themselves. A chunk is claimed once
+            // per 128 slots.
             match self.next_unused.compare_exchange_weak(
                 next,
                 end,

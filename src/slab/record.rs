@@ -116,8 +116,8 @@ impl<O> Slab<O> {
     /// batch's chunk, which its partition cell is about to hold.
     #[inline]
     pub(crate) fn hold_prepared(&self, slot: &Slot<O>, holds: u64) {
-        // Relaxed: nothing reads these bits before the install's Release
-        // swap or the publish, and nothing else writes the word yet.
+        // Relaxed: nothing reads these bits before the install's AcqRel
+        // CAS or the publish, and nothing else writes the word yet.
         slot.state.fetch_or(holds, Ordering::Relaxed);
     }
 
@@ -178,8 +178,10 @@ impl<O> Slab<O> {
             // out: a stale raw ticket resolves whatever record owns the slot.
             #[cfg(not(inflight_mutant = "unchecked_tag"))]
             if slot_tag != ticket_tag {
-                // Relaxed: written before the CAS that set REMEMBERS, which
-                // our Acquire load of `state` read (or a later value).
+                // Relaxed: written before the Release store that set
+                // REMEMBERS, which our Acquire load of `state` read (or a
+                // later value, by a Release store of a later owner, who
+                // took the slot with an Acquire pop after it).
                 if current & REMEMBERS != 0 && slot.covered.load(Ordering::Relaxed) == ticket_tag {
                     return Err(ResolveError::Revoked);
                 }
@@ -298,7 +300,7 @@ impl<O> Slab<O> {
     fn quarantine(&self, index: usize, slot: &Slot<O>) {
         // Relaxed: the slot is ours; its tag moves on only at its reuse.
         let state = slot.state.load(Ordering::Relaxed);
-        // Relaxed: published by the Release `fetch_or` below (to a resolver
+        // Relaxed: published by the Release store below (to a resolver
         // that reads `REMEMBERS`) and the Release push (to the next user).
         slot.covered.store(tag(state), Ordering::Relaxed);
         // Release: a stale ticket's resolver that reads `REMEMBERS` (with
@@ -312,10 +314,11 @@ impl<O> Slab<O> {
     /// The number of slots ever handed out: every record lives below it.
     /// For a revoke's scan, after its heavy barrier: a fresh-slot claim of
     /// `alloc_fresh` is seen here, or its send sees the revoke's new life
-    /// (see `revoke.rs`).
+    /// (see `revoke.rs`). A page below it may not be allocated yet (the
+    /// claim comes first): the scan skips it.
     pub(crate) fn used(&self) -> usize {
-        // Acquire: a slot below it was allocated (its page exists) before
-        // the counter moved past it.
+        // Acquire: the claims it counts, and what their claimers did
+        // before.
         self.next_unused.load(Ordering::Acquire)
     }
 
@@ -436,10 +439,16 @@ impl<O> Slab<O> {
     /// resolved, and the slot reused, as `f` looks; `state` is what was
     /// read, for [`inspect`](Self::inspect)).
     pub(crate) fn for_each_live(&self, mut f: impl FnMut(usize, u64, u32, *const ())) {
-        // Relaxed: only bounds the scan; pages below it exist.
+        // Relaxed: only bounds the scan.
         let used = self.next_unused.load(Ordering::Relaxed);
         for index in 0..used {
-            let Some(slot) = self.get(index) else { break };
+            // A page may be missing below `used` (a claimer moves the
+            // counter, then allocates), and pages above it may hold records
+            // sent before the caller looked: skip it, do not stop. A record
+            // sent before the call found its page, so the page is visible.
+            let Some(slot) = self.get(index) else {
+                continue;
+            };
             // Acquire: pairs with the sender's Release publish, so the
             // partition and generation read next are this record's, unless
             // the slot moves on meanwhile (`inspect` then fails).

@@ -65,13 +65,7 @@ mod imp {
             // SeqCst fence: our own side of the barrier (the call's IPIs
             // order other cores; this orders this thread).
             fence(Ordering::SeqCst);
-            if call(Command::Barrier).is_err() {
-                // Registered, yet refused: a light side may already have
-                // skipped its fence, so no fallback on this side alone
-                // would be sound. The kernel documents no such failure.
-                eprintln!("inflight: membarrier failed after registering; aborting");
-                std::process::abort();
-            }
+            barrier_or_abort();
             // SeqCst fence: as above, after the call.
             fence(Ordering::SeqCst);
         } else {
@@ -80,11 +74,37 @@ mod imp {
         }
     }
 
+    /// The expedited barrier, retried, then the global one, which needs no
+    /// registration; if the kernel refuses both (out of memory for its CPU
+    /// mask, or a seccomp filter installed after the first tracker was
+    /// made), the process aborts: sends have already skipped their fences,
+    /// so no fence on this side alone would order them, and going on would
+    /// let a record of a revoked life through.
+    #[cold]
+    fn barrier_or_abort() {
+        for _ in 0..3 {
+            if call(Command::Barrier).is_ok() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        if call(Command::Global).is_ok() {
+            return;
+        }
+        eprintln!(
+            "inflight: the membarrier system call failed after it was registered \
+             (see inflight::uses_membarrier); aborting rather than let a revoke \
+             miss a send. Set INFLIGHT_NO_MEMBARRIER=1 where a sandbox forbids it."
+        );
+        std::process::abort();
+    }
+
     /// Decides, once per process, whether the system call is used, and
     /// registers for it; true if it is. Cheap after the first call.
     pub(crate) fn register() -> bool {
-        // Relaxed: only the value matters (see `light`).
-        match MODE.load(Ordering::Relaxed) {
+        // Acquire: a heavy barrier that reads `EXPEDITED` comes after the
+        // registration the deciding thread made (its Release CAS below).
+        match MODE.load(Ordering::Acquire) {
             EXPEDITED => return true,
             FENCES => return false,
             _ => {}
@@ -94,9 +114,11 @@ mod imp {
         } else {
             EXPEDITED
         };
-        // Relaxed: whoever decided first decides for everyone (the CAS
-        // reads the latest value); registering twice is harmless.
-        match MODE.compare_exchange(UNKNOWN, mode, Ordering::Relaxed, Ordering::Relaxed) {
+        // Release: our registration before the decision; Acquire (on
+        // failure): the decider's. Whoever decided first decides for
+        // everyone (the CAS reads the latest value); registering twice is
+        // harmless.
+        match MODE.compare_exchange(UNKNOWN, mode, Ordering::Release, Ordering::Acquire) {
             Ok(_) => mode == EXPEDITED,
             Err(decided) => decided == EXPEDITED,
         }
@@ -110,6 +132,9 @@ mod imp {
     enum Command {
         Register,
         Barrier,
+        /// `MEMBARRIER_CMD_GLOBAL`: every thread of every process, slower
+        /// (it waits for an RCU grace period), no registration needed.
+        Global,
     }
 
     /// Whether the kernel offers the expedited private barrier, and we
@@ -132,6 +157,7 @@ mod imp {
                 membarrier(C::RegisterPrivateExpedited).map_err(drop)
             }
             Command::Barrier => membarrier(C::PrivateExpedited).map_err(drop),
+            Command::Global => membarrier(C::Global).map_err(drop),
         }
     }
 
