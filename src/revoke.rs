@@ -573,3 +573,27 @@ impl<P, O, M: Mode> Drop for PutBack<'_, P, O, M> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{ResolveError, Tracker};
+
+    /// A claimer moves the slot counter, then allocates the chunk's page:
+    /// a scan may find pages missing below `used` and later pages present.
+    /// The revoke's scan and `drain_partition`'s go past them (they used
+    /// to stop at the first missing page, and missed the record here).
+    #[test]
+    fn the_scans_go_past_pages_their_claimers_have_not_allocated_yet() {
+        let tracker = Tracker::<u32, u64>::new();
+        // Slots 0 to 479 claimed, pages 0 to 3 not allocated: the send
+        // takes slot 480, on page 4.
+        tracker.slots.claim_without_pages(480);
+        let ticket = tracker.send(7, 1).unwrap();
+        assert!(!tracker.is_partition_drained(&7), "the record is in flight");
+        let revoked = tracker.revoke(&7);
+        assert_eq!(revoked.released, 1);
+        assert_eq!(tracker.ack(ticket), Err(ResolveError::Revoked));
+        assert!(tracker.is_partition_drained(&7));
+        assert_eq!(tracker.in_flight(), 0);
+    }
+}

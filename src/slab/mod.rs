@@ -465,6 +465,14 @@ impl<O> Slab<O> {
         self.alloc_fresh()
     }
 
+    /// Moves the counter of never-used slots to `n` without allocating
+    /// their pages: what claimers that moved it and have not yet
+    /// allocated leave behind (for tests of the scans that must go past).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn claim_without_pages(&self, n: usize) {
+        self.next_unused.store(n, Ordering::Relaxed);
+    }
+
     /// Takes never-used slots, [`FRESH_CHUNK`] at once: returns the first
     /// and puts the rest on the caller's own free list, so that the slots a
     /// thread cycles through sit together rather than interleaved with
