@@ -20,6 +20,10 @@
 //! - Randomness and constants: tags start at 0 rather than at a random
 //!   value (loom needs deterministic executions), a waiting flush does not
 //!   spin before parking.
+//! - The `membarrier` system call. Both sides of the asymmetric barrier
+//!   (`sync/barrier.rs`) are `fence(SeqCst)` under loom, which it checks
+//!   exactly; that the kernel call orders as such a pair does is covered
+//!   by `tests/stress_fences.rs` on real threads.
 
 #[cfg(not(loom))]
 mod imp {
