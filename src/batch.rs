@@ -17,7 +17,8 @@
 //! anything or while a guard can back the chunk out; see [`Chunk`] and
 //! [`Resolving`].
 
-use crate::generation::{entered_at, entered_from, Generation, Installed, SHARDS};
+use crate::counts::{entered_at, entered_from, Route, Shards, SHARDS};
+use crate::generation::{Generation, Installed};
 use crate::mode::Mode;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
@@ -116,20 +117,20 @@ where
         }
         chunk.last_held = true;
 
-        let shard = home % SHARDS;
         #[cfg(not(inflight_mutant = "split_batch_enter"))]
-        let (generation, wakes) = self.enter(shard, n as u64);
+        let (generation, wakes) = self.enter(home, n as u64);
         // Mutant `split_batch_enter` (loom suite only): the chunk enters one
         // record at a time, so a flush begun meanwhile covers part of it.
         #[cfg(inflight_mutant = "split_batch_enter")]
         let (generation, wakes) = {
-            let mut entered = self.enter(shard, 1);
+            let mut entered = self.enter(home, 1);
             for _ in 1..n {
-                entered = self.enter(shard, 1);
+                entered = self.enter(home, 1);
             }
             entered
         };
-        chunk.entered = Some((shard, generation));
+        let entered = entered_at(generation, home % SHARDS, Shards::owns(home));
+        chunk.entered = Some((entered, generation));
         if wakes {
             self.wake(true, false); // user code: `chunk` backs out if it panics
         }
@@ -140,7 +141,6 @@ where
             unsent.extend(refused.map(|(_, offset)| offset));
             return Err(((Refused::Closed, None), unsent));
         }
-        let entered = entered_at(generation, shard);
         for i in 0..n {
             let (index, _, slot) = chunk.get(i);
             self.slots.set_generation(slot, entered);
@@ -247,12 +247,12 @@ where
                     run.advance = Some(resolved.partition);
                 }
             } else {
-                let (generation, shard) = entered_from(resolved.generation);
+                let (generation, route) = entered_from(resolved.generation);
                 match &mut run.leave {
-                    Some((g, s, n)) if std::ptr::eq(*g, generation) && *s == shard => *n += 1,
+                    Some((g, r, n)) if std::ptr::eq(*g, generation) && *r == route => *n += 1,
                     _ => {
                         run.settle_leave();
-                        run.leave = Some((generation, shard, 1));
+                        run.leave = Some((generation, route, 1));
                     }
                 }
                 if outcome == Outcome::Fail {
@@ -302,8 +302,9 @@ struct Chunk<'t, P, O, M: Mode> {
     holds: u64,
     /// Whether the last record also holds `HELD`.
     last_held: bool,
-    /// The count shard and generation the chunk entered, once it has.
-    entered: Option<(usize, &'t Generation)>,
+    /// How the chunk entered (`counts::entered_at`), and its generation,
+    /// once it has.
+    entered: Option<(*const (), &'t Generation)>,
 }
 
 impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
@@ -332,10 +333,8 @@ impl<'t, P, O, M: Mode> Chunk<'t, P, O, M> {
     /// sender waits for the permits it gave back.
     fn back_out(&mut self) -> (bool, bool) {
         let tracker = self.tracker;
-        let drained = self.entered.take().is_some_and(|(shard, generation)| {
-            tracker
-                .shards
-                .leave_many(shard, generation, self.len as u64)
+        let drained = self.entered.take().is_some_and(|(entered, generation)| {
+            tracker.leave((generation, entered_from(entered).1), self.len as u64)
         });
         for i in 0..self.len {
             let (_, tag, slot) = self.get(i);
@@ -388,7 +387,7 @@ impl<P, O, M: Mode> Drop for Chunk<'_, P, O, M> {
 /// panics, so no resolved record is left counted.
 struct Resolving<'t, P, O, M: Mode> {
     tracker: &'t Tracker<P, O, M>,
-    leave: Option<(*const Generation, usize, u64)>,
+    leave: Option<(*const Generation, Route, u64)>,
     advance: Option<u32>,
     /// Records resolved, and how many of their permits were returned.
     permits: usize,
@@ -400,11 +399,11 @@ struct Resolving<'t, P, O, M: Mode> {
 
 impl<P, O, M: Mode> Resolving<'_, P, O, M> {
     fn settle_leave(&mut self) {
-        if let Some((generation, shard, n)) = self.leave.take() {
+        if let Some((generation, route, n)) = self.leave.take() {
             // SAFETY: the run's records still count in the generation until
             // this leave (see `resolve_all`); it may be gone after it.
             let generation = unsafe { &*generation };
-            self.wakes |= self.tracker.shards.leave_many(shard, generation, n);
+            self.wakes |= self.tracker.leave((generation, route), n);
         }
     }
 

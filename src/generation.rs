@@ -1,60 +1,26 @@
-//! Generations and the sharded counts that decide which records each one
-//! holds.
+//! Generations: what each one holds, and how it knows it has drained.
 //!
-//! This module owns the count shards, a generation's pending count, its
-//! failure count, its link to the next generation and its partition cells.
+//! This module owns a generation's pending count, its failure count, its
+//! link to the next generation and its partition cells.
 //! The tracker owns the chain of generations and decides when one is sealed,
 //! folded or freed.
 //!
-//! # Count shards
+//! # Counts
 //!
-//! Records are counted in [`SHARDS`] cache-padded words that belong to the
-//! tracker, not to a generation. A thread uses the shard its thread number
-//! (`sync::thread_index`) picks, so threads that send and resolve their own records never write a
-//! cache line another thread writes.
-//!
-//! ```text
-//!  63                                  24 23                            0
-//! +--------------------------------------+------------------------------+
-//! |                epoch                 |             live             |
-//! +--------------------------------------+------------------------------+
-//! ```
-//!
-//! `epoch` (the low 40 bits of a generation number) says which generation
-//! the shard is counting for; `live` counts that generation's unresolved
-//! records that entered through this shard and have not yet been handed
-//! over (fewer than 2^24, the slot limit).
-//!
-//! - **enter** (send): CAS `live + 1`, only if `epoch` is the number of the
-//!   open generation the sender loaded. A shard whose epoch is newer makes
-//!   the sender reload `open`; one whose epoch is older is being captured by
-//!   a sealer, and the sender helps capture it.
-//! - **capture** (seal): CAS the word from `(e, n)` to `(e + 1, 0)` and add
-//!   `n` to generation `e`'s pending count. Each shard moves past each
-//!   generation exactly once, in generation order.
-//! - **leave** (resolution): CAS `live − 1` while the word still has the
-//!   record's epoch; once the shard was captured, subtract one from the
-//!   generation's pending count instead.
-//!
-//! Coverage is decided per shard by the order of two RMWs on its word: a
-//! send whose entering CAS precedes the capture is counted in the sealed
-//! generation (and covered by the flush that sealed it); a later one finds
-//! the newer epoch and enters the newer generation. Because the sealer
-//! moves `open` before capturing any shard, and a sender only enters the
-//! epoch of the `open` it loaded, a send that happens after another one of
-//! the same thread, or after one it heard about, never lands in an older
-//! generation than it: covered sends form a prefix of every chain of
-//! sends ordered by happens-before.
+//! Records are counted in the tracker's count words (see [`crate::counts`]),
+//! which a seal captures for each generation it closes.
 //!
 //! # The pending count
 //!
-//! A generation's `pending` is `UNIT` for each shard not yet captured for
-//! it, plus the records handed over by captures, minus the resolutions that
-//! came after. It starts at `SHARDS × UNIT`. A leave may reach it before
-//! the capture of its shard has added that shard's records (the capture is
-//! a CAS, then an add), so it may dip by a few below a multiple of `UNIT`
-//! for a moment, but it reads zero only once every shard was captured and
-//! every record resolved; whoever takes it to zero wakes waiters, and that
+//! A generation's `pending` is `UNIT` for each count word (two per shard)
+//! not yet captured for it, plus the (signed) counts captures handed over,
+//! minus the resolutions that came after. It starts at `2 × SHARDS ×
+//! UNIT`. A leave may reach it before the capture of its word has added
+//! that word's records, and one word's count may be negative while another
+//! holds the records it cancels, so it may dip a little below a multiple
+//! of `UNIT` for a moment; but every count and sum of counts is far below
+//! `UNIT`, so it reads zero only once every word was captured and every
+//! record resolved; whoever takes it to zero wakes waiters, and that
 //! happens exactly once.
 //!
 //! # Partition cells
@@ -74,40 +40,16 @@
 //! (see [`cell_index`]), so threads with partitions of their own do not
 //! share one.
 
+use crate::counts::{Snapshot, SHARDS};
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
 use crate::sync::{AtomicPtr, AtomicU64, CachePadded, LeakCheck, Ordering};
 use std::time::Instant;
 
-/// How many count shards a tracker has. Two under loom: enough for the
-/// models to reach a shard that lags behind `open`, few enough to keep them
-/// small.
-pub(crate) const SHARDS: usize = if cfg!(loom) { 2 } else { 64 };
-
-const LIVE_BITS: u32 = 24;
-const LIVE_MASK: u64 = (1 << LIVE_BITS) - 1;
-/// Shard words keep generation numbers modulo 2^40: a record would have to
-/// stay unresolved across 2^40 seals (35 years of a flush every
-/// millisecond) for two of them to be confused.
-const EPOCH_MASK: u64 = (1 << (64 - LIVE_BITS)) - 1;
-/// What each shard not yet captured adds to a generation's pending count;
-/// far above any live count (< 2^24), so the two never mix.
-const UNIT: u64 = 1 << 32;
-
-#[inline]
-fn epoch_of(id: u64) -> u64 {
-    id & EPOCH_MASK
-}
-
-#[inline]
-fn word_epoch(word: u64) -> u64 {
-    word >> LIVE_BITS
-}
-
-#[inline]
-fn word_live(word: u64) -> u64 {
-    word & LIVE_MASK
-}
+/// What each count word not yet captured adds to a generation's pending
+/// count; far above any count (within ±2^25) or sum of them, so the two
+/// never mix.
+const UNIT: u64 = 1 << 40;
 
 /// Partition cells: page `k` holds `64 << k` of them.
 type Cells = Pages<AtomicU64, CELLS_FIRST, 18>;
@@ -151,194 +93,9 @@ fn page_of(index: usize) -> (usize, usize) {
     (len - CELLS_FIRST, x - len)
 }
 
-/// A record's generation and count shard in one pointer, for its slot:
-/// generations are aligned to at least `SHARDS` bytes, so the shard fits in
-/// the pointer's low bits.
-#[inline]
-pub(crate) fn entered_at(generation: &Generation, shard: usize) -> *const () {
-    debug_assert!(shard < SHARDS);
-    (generation as *const Generation)
-        .cast::<()>()
-        .wrapping_byte_add(shard)
-}
-
-/// The generation and shard that [`entered_at`] packed.
-#[inline]
-pub(crate) fn entered_from(packed: *const ()) -> (*const Generation, usize) {
-    let shard = packed.addr() % SHARDS;
-    (packed.wrapping_byte_sub(shard).cast::<Generation>(), shard)
-}
-
-const _: () = assert!(SHARDS.is_power_of_two() && std::mem::align_of::<Generation>() >= SHARDS);
-
-/// How [`Shards::enter`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Entry {
-    /// The record is counted in the generation.
-    Entered,
-    /// The shard counts for a newer generation: `open` moved on; reload it.
-    Moved,
-    /// The shard still counts for an older generation, being sealed: help
-    /// capture it, then retry.
-    Lagging,
-}
-
-/// The tracker's count shards; see the module docs.
-pub(crate) struct Shards {
-    words: [CachePadded<AtomicU64>; SHARDS],
-}
-
-impl Shards {
-    pub(crate) fn new() -> Self {
-        Self {
-            words: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
-        }
-    }
-
-    /// Counts `n` records (one send, or one chunk of a batch) into the
-    /// generation numbered `id` (the open one, as the caller loaded it)
-    /// through `shard`, if the shard counts for it: all of them, or none.
-    #[inline]
-    pub(crate) fn enter(&self, shard: usize, id: u64, n: u64) -> Entry {
-        let epoch = epoch_of(id);
-        let word = &self.words[shard];
-        // Acquire: a newer epoch here was set by a capture, which came after
-        // its capturer saw `open` moved on; acquiring it makes the caller's
-        // reload of the open generation's number (and of `closed`) see that.
-        let mut current = word.load(Ordering::Acquire);
-        loop {
-            let seen = word_epoch(current);
-            if seen != epoch {
-                // Epochs only grow, one capture at a time (modulo 2^40).
-                let ahead = seen.wrapping_sub(epoch) & EPOCH_MASK;
-                return if ahead < EPOCH_MASK / 2 {
-                    Entry::Moved
-                } else {
-                    Entry::Lagging
-                };
-            }
-            debug_assert!(word_live(current) + n <= LIVE_MASK, "shard count overflow");
-            // AcqRel: this RMW and the capture's CAS on the same word decide
-            // coverage by their order alone; Acquire (also on failure) as
-            // for the load above.
-            match word.compare_exchange_weak(
-                current,
-                current + n,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Entry::Entered,
-                Err(seen) => current = seen,
-            }
-        }
-    }
-
-    /// Removes one record of `generation` that entered through `shard` (a
-    /// resolution, or a send backing out). Returns true when that left the
-    /// generation with nothing pending: the caller must wake waiters, and
-    /// must not touch the generation again.
-    #[inline]
-    #[must_use]
-    pub(crate) fn leave(&self, shard: usize, generation: &Generation) -> bool {
-        self.leave_many(shard, generation, 1)
-    }
-
-    /// [`leave`](Self::leave) for `n` records at once (the watermark
-    /// advance passing several).
-    #[inline]
-    #[must_use]
-    pub(crate) fn leave_many(&self, shard: usize, generation: &Generation, n: u64) -> bool {
-        let epoch = epoch_of(generation.id);
-        let word = &self.words[shard];
-        // Relaxed: only the CAS's success counts; a newer epoch means the
-        // shard was captured, and the count goes to `pending` instead.
-        let mut current = word.load(Ordering::Relaxed);
-        while word_epoch(current) == epoch {
-            debug_assert!(word_live(current) >= n, "shard count underflow");
-            // Release: publishes the resolution to the capture that takes
-            // this word (its Acquire), and through it to the flusher.
-            match word.compare_exchange_weak(
-                current,
-                current - n,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return false,
-                Err(seen) => current = seen,
-            }
-        }
-        generation.settle(n)
-    }
-
-    /// Moves `shard` past `generation` if it still counts for it, handing
-    /// its records over to the generation's pending count. Returns true if
-    /// that left the generation with nothing pending (the caller wakes
-    /// waiters). Callers capture a shard for generations in their order.
-    pub(crate) fn capture(&self, shard: usize, generation: &Generation) -> bool {
-        let epoch = epoch_of(generation.id);
-        let moved = epoch_of(generation.id + 1) << LIVE_BITS;
-        let word = &self.words[shard];
-        // Acquire: see the resolutions released into the word.
-        let mut current = word.load(Ordering::Acquire);
-        loop {
-            if word_epoch(current) != epoch {
-                return false; // captured already, by us or a helper
-            }
-            // Mutant `unsealed_enter` (loom suite only): the capture reads
-            // the count and then overwrites the word, two steps, so a send
-            // that enters in between stays in the sealed generation without
-            // being counted, the KAFKA-2867 class.
-            #[cfg(inflight_mutant = "unsealed_enter")]
-            {
-                word.store(moved, Ordering::Release);
-                return generation.hand_over(word_live(current));
-            }
-            // AcqRel: Acquire takes the resolutions released into the word;
-            // Release: a sender that reads the new epoch also sees `open`
-            // moved on, which the sealer did before capturing.
-            #[allow(unreachable_code)]
-            match word.compare_exchange_weak(current, moved, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return generation.hand_over(word_live(current)),
-                Err(seen) => current = seen,
-            }
-        }
-    }
-
-    /// Whether every shard counts for `generation` and holds no record of
-    /// it: nothing sent into it is unresolved.
-    ///
-    /// Each shard is checked with a read-modify-write (a compare-exchange
-    /// that writes back the value it expects), not a load: `drain` after
-    /// `close` skips the seal when this says idle, and a send racing it
-    /// must then see the close. Two RMWs on one word are ordered: if ours
-    /// comes first, the send's entering CAS reads our write and acquires
-    /// what this thread did before (the close), so the send backs out; if
-    /// the send's comes first, we read its count and the shard is not idle.
-    /// A plain load may read a value older than the send's entry and still
-    /// hand the send nothing (a loom model catches that, mutant `idle_load`).
-    pub(crate) fn idle(&self, generation: &Generation) -> bool {
-        let empty = epoch_of(generation.id) << LIVE_BITS;
-        self.words.iter().all(|word| {
-            // Mutant `idle_load` (loom suite only): the check is a plain
-            // load, so a racing send may neither be waited for nor refused.
-            #[cfg(inflight_mutant = "idle_load")]
-            return word.load(Ordering::Acquire) == empty;
-            // AcqRel: Release hands this thread's earlier writes (the close)
-            // to a send whose entering CAS comes next on this word; Acquire
-            // (also on failure) sees the resolutions released into it.
-            #[allow(unreachable_code)]
-            word.compare_exchange(empty, empty, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        })
-    }
-
-    /// Each shard's word, read once: a moment's snapshot, for counting.
-    pub(crate) fn snapshot(&self) -> [u64; SHARDS] {
-        // Relaxed: a statistic.
-        std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed))
-    }
-}
-
+/// Aligned so that a record's shard and entry word fit in the low bits of
+/// its generation's address (see `counts::entered_at`).
+#[repr(align(128))]
 pub(crate) struct Generation {
     /// See the module docs. Written by captures and by resolutions after
     /// the capture of their shard, so it gets a cache line of its own, away
@@ -376,7 +133,7 @@ impl Generation {
             id,
             prev,
             opened: Instant::now(),
-            pending: CachePadded::new(AtomicU64::new(SHARDS as u64 * UNIT)),
+            pending: CachePadded::new(AtomicU64::new(2 * SHARDS as u64 * UNIT)),
             failures: AtomicPtr::new(std::ptr::null_mut()),
             next: Atomic::null(),
             cells: Pages::new(),
@@ -384,17 +141,19 @@ impl Generation {
         }
     }
 
-    /// Adds a captured shard's `live` records and drops its `UNIT`.
-    fn hand_over(&self, live: u64) -> bool {
+    /// Adds a captured word's `live` records (a signed count) and drops
+    /// its `UNIT`.
+    pub(crate) fn hand_over(&self, live: i64) -> bool {
+        let drop = UNIT.wrapping_sub(live as u64);
         // AcqRel: Release passes the resolutions the capture acquired on to
         // the flusher's Acquire read of `pending`; Acquire, when this makes
         // it zero, sees every resolution settled before.
-        let previous = self.pending.fetch_sub(UNIT - live, Ordering::AcqRel);
-        previous == UNIT - live
+        let previous = self.pending.fetch_sub(drop, Ordering::AcqRel);
+        previous == drop
     }
 
     /// Removes `n` resolved records after their shard was captured.
-    fn settle(&self, n: u64) -> bool {
+    pub(crate) fn settle(&self, n: u64) -> bool {
         // Release: publishes the resolutions to the flusher's Acquire read
         // of `pending`. The wake-up that may follow is ordered by the SeqCst
         // fence in `Waiter::wake`.
@@ -424,7 +183,7 @@ impl Generation {
     /// Unresolved records of the generation, given a [`Shards::snapshot`]
     /// taken just before: 0 exactly when [`drained`](Self::drained),
     /// otherwise a moment's estimate of at least 1.
-    pub(crate) fn pending(&self, shards: &[u64; SHARDS]) -> usize {
+    pub(crate) fn pending(&self, shards: &Snapshot) -> usize {
         if self.drained() {
             0
         } else {
@@ -434,19 +193,13 @@ impl Generation {
 
     /// Unresolved records of the generation, given a [`Shards::snapshot`]:
     /// exact when nothing runs concurrently, a moment's estimate otherwise.
-    pub(crate) fn live(&self, shards: &[u64; SHARDS]) -> usize {
+    pub(crate) fn live(&self, shards: &Snapshot) -> usize {
         // Acquire: as in `drained`.
         let pending = self.pending.load(Ordering::Acquire);
         // Captured records: `pending` less its multiple of UNIT, which may
         // be a little negative for a moment (see the module docs).
         let captured = (pending.wrapping_add(UNIT / 2) & (UNIT - 1)) as i64 - (UNIT / 2) as i64;
-        let epoch = epoch_of(self.id);
-        let uncaptured: u64 = shards
-            .iter()
-            .filter(|&&word| word_epoch(word) == epoch)
-            .map(|&word| word_live(word))
-            .sum();
-        (captured + uncaptured as i64).max(0) as usize
+        (captured + shards.uncaptured(self.id)).max(0) as usize
     }
 
     /// Counts `n` failed resolutions of records of `partition` sent in
@@ -630,69 +383,6 @@ mod tests {
         distinct.dedup();
         assert_eq!(distinct.len(), 8, "partitions 0..8 on 8 lines: {lines:?}");
         assert!(partition_of_cell(MAX_PARTITIONS - 1) < MAX_PARTITIONS);
-    }
-
-    #[test]
-    fn shards_count_capture_and_settle() {
-        let shards = Shards::new();
-        let g = Generation::new(0, std::ptr::null());
-        assert_eq!(shards.enter(0, g.id, 1), Entry::Entered);
-        assert_eq!(shards.enter(1, g.id, 1), Entry::Entered);
-        assert_eq!(shards.enter(1, g.id, 1), Entry::Entered);
-        assert!(!shards.idle(&g));
-        assert_eq!(g.live(&shards.snapshot()), 3);
-        assert!(!shards.leave(1, &g), "an open generation never drains");
-        // Seal: capture every shard in turn.
-        let next = Generation::new(1, std::ptr::null());
-        assert!(!shards.capture(0, &g));
-        assert_eq!(shards.enter(0, g.id, 1), Entry::Moved);
-        assert_eq!(shards.enter(1, next.id, 1), Entry::Lagging);
-        for shard in 1..SHARDS {
-            assert!(!shards.capture(shard, &g));
-        }
-        assert!(!shards.capture(0, &g), "a second capture is a no-op");
-        assert_eq!(g.live(&shards.snapshot()), 2);
-        assert!(!g.drained());
-        assert!(!shards.leave(0, &g));
-        assert!(shards.leave(1, &g), "the last resolution drains it");
-        assert!(g.drained());
-        assert_eq!(g.live(&shards.snapshot()), 0);
-        assert_eq!(g.pending(&shards.snapshot()), 0);
-        assert!(shards.idle(&next));
-        assert_eq!(next.live(&shards.snapshot()), 0, "open and empty");
-        assert_eq!(
-            next.pending(&shards.snapshot()),
-            1,
-            "not drained: at least 1"
-        );
-        assert_eq!(shards.enter(1, next.id, 1), Entry::Entered);
-        assert!(!shards.idle(&next));
-    }
-
-    #[test]
-    fn a_resolution_may_settle_before_its_shard_is_handed_over() {
-        let shards = Shards::new();
-        let g = Generation::new(0, std::ptr::null());
-        assert_eq!(shards.enter(0, g.id, 1), Entry::Entered);
-        // The capture's CAS moved the word, but its add has not landed: the
-        // resolution settles against `pending` first.
-        shards.words[0].store(1 << LIVE_BITS, Ordering::Relaxed);
-        assert!(!shards.leave(0, &g));
-        assert!(!g.drained());
-        for shard in 1..SHARDS {
-            assert!(!shards.capture(shard, &g));
-        }
-        assert!(g.hand_over(1), "the late add drains it");
-        assert!(g.drained());
-    }
-
-    #[test]
-    fn the_shard_rides_in_the_generation_pointer() {
-        let g = Generation::new(7, std::ptr::null());
-        for shard in 0..SHARDS {
-            let (back, s) = entered_from(entered_at(&g, shard));
-            assert_eq!((back, s), (&g as *const Generation, shard));
-        }
     }
 
     #[test]

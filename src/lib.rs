@@ -247,6 +247,7 @@ mod tracker;
 mod watermark;
 
 mod batch;
+mod counts;
 mod error;
 mod flush;
 mod future;

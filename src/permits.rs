@@ -63,7 +63,7 @@
 //! writes of one word, so one of the two sees the other. A resolution that
 //! finds no flag pays nothing more.
 
-use crate::generation::SHARDS;
+use crate::counts::SHARDS;
 use crate::sync::{AtomicU64, AtomicUsize, CachePadded, Ordering};
 
 /// A shard's word: its spare permits (the low 32 bits: the capacity is at

@@ -6,7 +6,7 @@
 //! free list with its offset, to be dropped at its reuse. Waiters are woken
 //! last. See "Slots and tickets" in [`crate::implementation`].
 
-use crate::generation::entered_from;
+use crate::counts::entered_from;
 use crate::mode::Mode;
 use crate::slab::Outcome;
 use crate::ticket::{RawTicket, Ticket};
@@ -185,7 +185,7 @@ where
             return Ok(());
         }
         let freed = resolved.freed;
-        let (generation, shard) = entered_from(resolved.generation);
+        let (generation, route) = entered_from(resolved.generation);
         // SAFETY: `resolve` read the pointer while the record was LIVE and
         // its CAS proved it is this record's generation. The generation is
         // alive: this record still counts in it until our `leave` below, and
@@ -206,7 +206,7 @@ where
         };
         // What to wake, gathered in one word of flags and tested once.
         let mut wake = WAKE_WAITERS * u8::from(failed | resolved.watched);
-        wake |= WAKE_WAITERS * u8::from(self.shards.leave(shard, generation));
+        wake |= WAKE_WAITERS * u8::from(self.leave((generation, route), 1));
         // After the leave: a send that takes this permit then counts into a
         // generation the record has left, so `in_flight` never reads more
         // than the capacity.
@@ -262,7 +262,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
             // records passed, and stays the same whatever it costs.
             #[inline(never)]
             |entered, n, failed, life| {
-                let (generation, shard) = entered_from(entered);
+                let (generation, route) = entered_from(entered);
                 // SAFETY: the advance passes records it has not yet counted
                 // out of their generation, which therefore cannot have been
                 // folded.
@@ -275,7 +275,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
                 }
                 // A failure wakes waiters too: a flush that covers it fails
                 // at once (guarantee 15).
-                let wakes = self.shards.leave_many(shard, generation, n) || failed != 0;
+                let wakes = self.leave((generation, route), n) || failed != 0;
                 // After the leave, as in `resolve`.
                 if !cfg!(inflight_mutant = "permit_at_ack") {
                     room.set(self.return_permits(n as usize) | room.get());

@@ -78,7 +78,7 @@
 //! `membarrier` call: records are not listed per partition, which would
 //! cost every send and ack; a revoke is rare.
 
-use crate::generation::entered_from;
+use crate::counts::entered_from;
 use crate::mode::Mode;
 use crate::partition::Lifecycle;
 use crate::slab::{status_of_state, tag, LIVE};
@@ -310,7 +310,7 @@ where
         let mut wakes = resolved.watched;
         let mut room = false;
         if !M::WATERMARKS {
-            let (generation, shard) = entered_from(resolved.generation);
+            let (generation, route) = entered_from(resolved.generation);
             // SAFETY: as in `resolve`: read while the record was LIVE, proved
             // by our CAS, and alive until our leave.
             let generation = unsafe { &*generation };
@@ -319,10 +319,10 @@ where
             // wait for it for ever.
             #[cfg(not(inflight_mutant = "revoke_keeps_pending"))]
             {
-                wakes |= self.shards.leave(shard, generation);
+                wakes |= self.leave((generation, route), 1);
             }
             #[cfg(inflight_mutant = "revoke_keeps_pending")]
-            let _ = (shard, generation);
+            let _ = (route, generation);
             // After the leave, as in `resolve`.
             room = self.return_permit();
             if resolved.freed {

@@ -6,7 +6,8 @@
 //! slow sealer, or done by a sender whose shard lags). See "Generations,
 //! count shards and the seal" and "Drain" in [`crate::implementation`].
 
-use crate::generation::{Generation, SHARDS};
+use crate::counts::{Shards, SHARDS};
+use crate::generation::Generation;
 use crate::mode::Mode;
 use crate::sync::epoch::{self, Guard, Owned, Shared};
 use crate::sync::{Ordering, SPINS_BEFORE_PARK};
@@ -34,30 +35,23 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
-    /// Captures every count shard for every generation numbered up to
+    /// Captures every count word for every generation numbered up to
     /// `upto`, oldest first, so that all of them are sealed: none admits a
     /// record any more, and the last resolution of each wakes waiters.
-    /// Idempotent; concurrent callers share the work. Returns true if a
-    /// capture drained a generation: the caller must wake waiters (user
-    /// code, so once its own bookkeeping is done).
+    /// Call once `open_id` is past `upto` (moved by the caller, or seen
+    /// moved). Idempotent; concurrent callers share the work. Returns true
+    /// if a capture drained a generation: the caller must wake waiters
+    /// (user code, so once its own bookkeeping is done).
     #[must_use]
     pub(crate) fn capture_through(&self, upto: u64, guard: &Guard) -> bool {
-        self.capture(0..SHARDS, upto, guard)
-    }
-
-    /// [`capture_through`](Self::capture_through) for one shard: what a
-    /// sender does when its shard lags behind `open_id`.
-    #[cold]
-    #[must_use]
-    pub(crate) fn catch_up(&self, shard: usize, upto: u64) -> bool {
-        self.capture(shard..shard + 1, upto, &epoch::pin())
-    }
-
-    fn capture(&self, shards: std::ops::Range<usize>, upto: u64, guard: &Guard) -> bool {
+        // Before reading the owners' words: pairs with each owner's light
+        // barrier (see `counts`).
+        Shards::barrier();
         let mut wake = false;
         self.walk(guard, Some(upto), |generation| {
-            for shard in shards.clone() {
-                wake |= self.shards.capture(shard, generation);
+            for shard in 0..SHARDS {
+                wake |= self.shards.capture_remote(shard, generation);
+                wake |= self.shards.capture_own(shard, generation);
                 // Unit tests widen the window in which some shards count
                 // for the new generation and others still for this one.
                 #[cfg(all(test, not(loom)))]
@@ -65,6 +59,20 @@ where
                     std::thread::yield_now();
                 }
             }
+        });
+        wake
+    }
+
+    /// What a sender without a shard of its own does when its shard's
+    /// `remote` word lags behind `open_id`: captures that word for every
+    /// generation up to `upto` (the owners' words are the sealer's to
+    /// capture, after its heavy barrier).
+    #[cold]
+    #[must_use]
+    pub(crate) fn catch_up(&self, shard: usize, upto: u64) -> bool {
+        let mut wake = false;
+        self.walk(&epoch::pin(), Some(upto), |generation| {
+            wake |= self.shards.capture_remote(shard, generation);
         });
         wake
     }
@@ -208,7 +216,11 @@ where
         let open = self.open.load(Ordering::Acquire, &guard);
         // SAFETY: `open` was loaded under `guard`, so it is still allocated.
         let generation = unsafe { open.deref() };
-        let upto = if generation.id > 0 && self.shards.idle(generation) {
+        let upto = if generation.id > 0 && {
+            // After the caller's `close`, before reading the owners' words.
+            Shards::barrier();
+            self.shards.idle(generation)
+        } {
             // Nothing in the open generation is unresolved: every record
             // sent before this call that is still in flight is in an older
             // one. Sealing it would only lengthen the chain (a retry loop

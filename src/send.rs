@@ -7,8 +7,9 @@
 //! panics" in [`crate::implementation`].
 
 use crate::batch::CHUNK;
+use crate::counts::{entered_at, entered_from, Chain, Entry, Route, Shards, SHARDS};
 use crate::future::SendWhenRoom;
-use crate::generation::{entered_at, Entry, Generation, Installed, SHARDS};
+use crate::generation::{Generation, Installed};
 use crate::mode::Mode;
 use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
@@ -137,19 +138,19 @@ where
         };
         // `number` < MAX_PARTITIONS < 2^32.
         let tag = self.slots.prepare(slot, offset, number as u32, life, holds);
-        let shard = home % SHARDS;
         // No user code runs from `prepare` to the end of `enter` (a
         // capture for a lagging shard included), so nothing has to be
         // ready to back out there. After it an `Undo` is made only where
         // one is needed, around user code and to take the record back, so
         // the hot path keeps none on the stack.
-        let (generation, wakes) = self.enter(shard, 1);
+        let (generation, wakes) = self.enter(home, 1);
+        let entered = entered_at(generation, home % SHARDS, Shards::owns(home));
         let undo = || Undo {
             tracker: self,
             index,
             slot,
             holds,
-            entered: (shard, generation),
+            entered: (entered, generation),
         };
         if wakes {
             // A capture this send made for a sealer drained a generation.
@@ -159,13 +160,16 @@ where
         }
 
         // Acquire: pairs with `close`'s Release store. Either this record's
-        // entering CAS precedes the capture of its shard by a flush begun
+        // entry was counted by the capture of its word by a flush begun
         // after `close()` (so that flush covers it), or this send acquired
         // what the sealer did before capturing, the close included: through
-        // the capture's CAS, if it read the moved shard and retried, or
-        // through the Release `fetch_max` of the newer `open_id` it read.
-        // Then this load sees the close. So a final flush covers every
-        // accepted record.
+        // the capture's CAS, if it read the moved `remote` word and retried,
+        // or through the Release `fetch_max` of the newer `open_id` it read
+        // (an owner's write the capture missed sees `open_id` moved, see
+        // `counts`). Then this load sees the close. So a final flush covers
+        // every accepted record. A `drain` that found every word idle and
+        // did not seal ran the heavy barrier after the close, and an owner's
+        // write it missed is followed by the light barrier before this load.
         if self.closed.load(Ordering::Acquire) {
             let offset = undo().take_back();
             return Err(SendError::Closed(partition, offset));
@@ -178,8 +182,7 @@ where
         drop(partition); // user code: `unwinding` backs out if it panics
         std::mem::forget(unwinding);
 
-        self.slots
-            .set_generation(slot, entered_at(generation, shard));
+        self.slots.set_generation(slot, entered);
         if let Some(watermarks) = self.marks() {
             // Before publishing: the record's resolution must find it linked.
             watermarks.link(&self.slots, number, index);
@@ -273,14 +276,13 @@ where
         wait: &mut Wait,
     ) -> Result<Ticket, SendError<P, O>> {
         let (index, slot) = (undo.index, undo.slot);
-        let (shard, generation) = undo.entered;
+        let (entered, generation) = undo.entered;
         let (Some(watermarks), Some(config)) = (self.marks(), self.progress_config()) else {
             unreachable!("a progress tracker keeps watermarks");
         };
         watermarks.set_seq(index, seq);
         // Before linking: the advance reads it once the record is resolved.
-        self.slots
-            .set_generation(slot, entered_at(generation, shard));
+        self.slots.set_generation(slot, entered);
         // `number` < MAX_PARTITIONS < 2^32.
         let linked = watermarks.link_checked(
             &self.slots,
@@ -543,13 +545,14 @@ where
     }
 
     /// Counts `n` records (a send, or a chunk of a batch) into the open
-    /// generation through `shard`, all in one step, retrying
-    /// past generations sealed under us, and returns that generation, and
-    /// whether a capture made on the way drained one (the caller then wakes
-    /// waiters, once it can afford user code). The reference is good while
-    /// the record counts in the generation: until its resolution leaves it.
+    /// generation through the shard of the thread numbered `home`, all in
+    /// one step, retrying past generations sealed under us, and returns
+    /// that generation, and whether a capture made on the way drained one
+    /// (the caller then wakes waiters, once it can afford user code). The
+    /// reference is good while the record counts in the generation: until
+    /// its resolution leaves it.
     #[inline]
-    pub(crate) fn enter(&self, shard: usize, n: u64) -> (&Generation, bool) {
+    pub(crate) fn enter(&self, home: usize, n: u64) -> (&Generation, bool) {
         let mut wakes = false;
         loop {
             // Acquire: pairs with the sealers' Release `fetch_max`, so the
@@ -560,32 +563,55 @@ where
             // and entering (a send that may find its generation sealed).
             #[cfg(all(test, not(loom)))]
             std::thread::yield_now();
-            match self.shards.enter(shard, id, n) {
+            match self.shards.enter(home, id, n, self, &mut wakes) {
                 Entry::Entered => return (self.numbered(id), wakes),
                 // Sealed under us: the sealer moved `open_id` on before
-                // capturing the shard, so the next load sees a newer one.
+                // capturing, so the next load sees a newer one.
                 Entry::Moved => {}
                 // A sealer moved `open` to this generation and has not yet
-                // captured our shard for the one before: do it for them.
-                Entry::Lagging => wakes |= self.catch_up(shard, id - 1),
+                // captured our `remote` word for the one before: do it for
+                // them.
+                Entry::Lagging => wakes |= self.catch_up(home % SHARDS, id - 1),
             }
         }
     }
+}
 
-    /// The generation numbered `id`, in which the caller's record counts.
+impl<P, O, M: Mode> Tracker<P, O, M> {
+    /// Counts `n` records of `generation`, which entered by `route`, out
+    /// of it: a resolution, or a send backing out. Returns true when that left the generation with nothing
+    /// pending: the caller must wake waiters, and must not touch the
+    /// generation again.
+    #[inline(always)]
+    #[must_use]
+    pub(crate) fn leave(&self, entered: (&Generation, Route), n: u64) -> bool {
+        self.shards.leave(thread_index(), entered, n, self)
+    }
+}
+
+impl<P, O, M: Mode> Chain for Tracker<P, O, M> {
+    #[inline]
+    fn open_id(&self) -> &crate::sync::AtomicU64 {
+        &self.open_id
+    }
+
+    /// The generation numbered `id`, which the caller keeps from being
+    /// folded: a record of its counts in it, or a count word of its shard
+    /// was not captured for it yet.
     #[inline]
     fn numbered(&self, id: u64) -> &Generation {
         // SAFETY: the guard protects nothing; what keeps the generations
-        // alive is the caller's record in generation `id`, see below.
+        // alive is what the caller holds in generation `id`, see below.
         let guard = unsafe { epoch::unprotected() };
         // Acquire: pairs with the Release CAS that published the generation.
         let open = self.open.load(Ordering::Acquire, guard);
         // SAFETY: `open` is never null, and it is generation `id` or a newer
         // one (`open_id` moves only after `open` does). Generations are
         // folded, and then freed, oldest first, and generation `id` cannot
-        // be folded while the caller's record counts in it; so it and every
-        // newer one, through the `prev` links between them, stay allocated
-        // for as long as the caller uses them.
+        // be folded while the caller's record counts in it (or a word's
+        // `UNIT` is still in its pending count); so it and every newer one,
+        // through the `prev` links between them, stay allocated for as long
+        // as the caller uses them.
         let mut generation = unsafe { open.deref() };
         while generation.id != id {
             debug_assert!(generation.id > id);
@@ -621,8 +647,8 @@ struct Undo<'t, P, O, M: Mode> {
     slot: &'t Slot<O>,
     /// The hold bits the slot took at `prepare`.
     holds: u64,
-    /// The count shard and generation the record entered.
-    entered: (usize, &'t Generation),
+    /// How the record entered (`counts::entered_at`), and its generation.
+    entered: (*const (), &'t Generation),
 }
 
 impl<P, O, M: Mode> Undo<'_, P, O, M> {
@@ -630,8 +656,8 @@ impl<P, O, M: Mode> Undo<'_, P, O, M> {
     /// the record's leave drained its generation (waiters must be woken)
     /// and whether a sender waits for the permit it gave back.
     fn back_out(&self) -> (bool, bool) {
-        let (shard, generation) = self.entered;
-        let drained = self.tracker.shards.leave(shard, generation);
+        let (entered, generation) = self.entered;
+        let drained = self.tracker.leave((generation, entered_from(entered).1), 1);
         self.tracker.slots.unhold_prepared(self.slot, self.holds);
         let room = self.tracker.return_permit();
         (drained, room)

@@ -7,7 +7,8 @@
 //! is on the hot path; the record ages come from the time each generation
 //! opened (a flush seals one), so no send or ack reads a clock.
 
-use crate::generation::{entered_from, Generation};
+use crate::counts::entered_from;
+use crate::generation::Generation;
 use crate::mode::Mode;
 use crate::permits::Permits;
 use crate::slab::INSPECTED;

@@ -9,8 +9,9 @@
 //! (`ack`, `fail`), `seal` (`begin_flush`, `drain` and the captures). See
 //! [`crate::implementation`] for the whole design.
 
+use crate::counts::Shards;
 use crate::flush::Carry;
-use crate::generation::{Generation, Shards};
+use crate::generation::Generation;
 use crate::mode::{Barrier, Mode};
 use crate::partition::Partitions;
 use crate::permits::Permits;

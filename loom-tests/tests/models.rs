@@ -376,39 +376,7 @@ fn close_vs_send() {
 fn close_then_drain_vs_send_waits_for_an_accepted_record() {
     run_model(
         "close_then_drain_vs_send_waits_for_an_accepted_record",
-        || {
-            let tracker: Arc<T> = Arc::new(Tracker::new());
-            // Seals generation 0: the open one is now number 1, the only
-            // kind `drain` may skip sealing.
-            tracker.drain(Duration::ZERO).unwrap();
-            let t2 = tracker.clone();
-            let sender = thread::spawn(move || t2.send("p", off(1)));
-            tracker.close();
-            let drained = tracker.drain(Duration::ZERO);
-            match sender.join().unwrap() {
-                Ok(ticket) => {
-                    assert_eq!(
-                        drained,
-                        Err(DrainError::Timeout { pending: 1 }),
-                        "drain after close passed an accepted, unacked record"
-                    );
-                    assert_eq!(tracker.in_flight(), 1);
-                    tracker.ack(ticket).unwrap();
-                }
-                Err(SendError::Closed(p, o)) => {
-                    assert_eq!((p, *o), ("p", 1), "the record comes back");
-                    // The drain may have counted the record before the send
-                    // backed out.
-                    assert!(
-                        matches!(drained, Ok(()) | Err(DrainError::Timeout { pending: 1 })),
-                        "{drained:?}"
-                    );
-                    assert_eq!(tracker.in_flight(), 0);
-                }
-                Err(e) => panic!("unexpected {e:?}"),
-            }
-            tracker.drain(Duration::ZERO).unwrap();
-        },
+        || common::close_then_drain_vs_send(false),
     );
 }
 

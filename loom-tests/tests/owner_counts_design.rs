@@ -1,9 +1,12 @@
-//! The owner-only count protocol that issue 30's first item would put in
-//! `src/generation.rs`, modelled before the code (IMPLEMENTATION.md, "What
-//! is left of issue 30"). This file is a miniature of the protocol, not the
-//! crate: the crate's counts are still the CAS shards these models do not
-//! touch. Once the crate takes the protocol up, these models move onto its
-//! code and the design mutants below become `inflight_mutant`s.
+//! The owner-only count protocol of issue 30's first item as it was first
+//! designed, modelled before the code. This file is a miniature of the
+//! protocol, not the crate, kept as the record of that design. The crate
+//! (`src/counts.rs`, IMPLEMENTATION.md "Owner-only counts") differs in one
+//! place: what a capture read is kept in a per-shard `taken` word (with a
+//! `ROLLED` mark) rather than per generation, so that an owner never reads
+//! a generation that may have drained. The crate's own models are in
+//! `count_models.rs`, where the design mutants below are `inflight_mutant`s
+//! (`no_count_fence`, `no_heavy_barrier`, `unsettled_straddle`).
 //!
 //! The design, per shard `s` (one per owned thread number):
 //!

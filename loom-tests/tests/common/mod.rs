@@ -76,3 +76,47 @@ pub fn run_model_bounded(name: &'static str, cap: usize, f: impl Fn() + Sync + S
 pub fn watermarked() -> Arc<W> {
     Arc::new(Tracker::builder().watermarks().build())
 }
+
+/// Models 11b and C4: `close` then `drain` racing a send, by loom's thread
+/// 1 (an owner of a count shard) or, `without_shard`, thread 2 (none: its
+/// entry is a compare-exchange on a remote word). The drain waits for an
+/// accepted record, or the send is refused with its record.
+#[allow(dead_code)] // not every test binary uses it
+pub fn close_then_drain_vs_send(without_shard: bool) {
+    use inflight::{DrainError, SendError};
+    let tracker: Arc<T> = Arc::new(Tracker::new());
+    // Seals generation 0: the open one is now number 1, the only kind
+    // `drain` may skip sealing.
+    tracker.drain(Duration::ZERO).unwrap();
+    if without_shard {
+        // Loom's thread 1, so that the sender is thread 2.
+        loom::thread::spawn(|| {}).join().unwrap();
+    }
+    let t2 = tracker.clone();
+    let sender = loom::thread::spawn(move || t2.send("p", off(1)));
+    tracker.close();
+    let drained = tracker.drain(Duration::ZERO);
+    match sender.join().unwrap() {
+        Ok(ticket) => {
+            assert_eq!(
+                drained,
+                Err(DrainError::Timeout { pending: 1 }),
+                "drain after close passed an accepted, unacked record"
+            );
+            assert_eq!(tracker.in_flight(), 1);
+            tracker.ack(ticket).unwrap();
+        }
+        Err(SendError::Closed(p, o)) => {
+            assert_eq!((p, *o), ("p", 1), "the record comes back");
+            // The drain may have counted the record before the send backed
+            // out.
+            assert!(
+                matches!(drained, Ok(()) | Err(DrainError::Timeout { pending: 1 })),
+                "{drained:?}"
+            );
+            assert_eq!(tracker.in_flight(), 0);
+        }
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    tracker.drain(Duration::ZERO).unwrap();
+}
