@@ -407,7 +407,7 @@ impl Shards {
             ) {
                 Ok(_) => {
                     // `g` is alive: its `UNIT` for this word was still in.
-                    *wakes |= chain.numbered(g).hand_over(live);
+                    *wakes |= chain.numbered(g).hand_over(1, live);
                     taken = pack(g, record);
                 }
                 Err(seen) => taken = seen,
@@ -485,7 +485,7 @@ impl Shards {
             ) {
                 Ok(_) => {
                     // `id` is alive: its `UNIT` for this word was still in.
-                    *wakes |= chain.numbered(id).hand_over(new);
+                    *wakes |= chain.numbered(id).hand_over(1, new);
                     return Applied::In;
                 }
                 Err(seen) => current = seen,
@@ -616,6 +616,15 @@ impl Shards {
     /// pending (the caller wakes waiters). Callers capture a word for
     /// generations in their order.
     pub(crate) fn capture_remote(&self, s: usize, generation: &Generation) -> bool {
+        self.take_remote(s, generation)
+            .is_some_and(|live| generation.hand_over(1, live))
+    }
+
+    /// [`capture_remote`](Self::capture_remote), but the caller hands the
+    /// count over (and drops the word's `UNIT`): `Some(count)` if this call
+    /// made the capture. A sealer adds up a generation's captures and hands
+    /// them over in one step.
+    pub(crate) fn take_remote(&self, s: usize, generation: &Generation) -> Option<i64> {
         let id = generation.id;
         let moved = pack(id + 1, 0);
         let word = &self.shards[s].shared.remote;
@@ -623,7 +632,7 @@ impl Shards {
         let mut current = word.load(Ordering::Acquire);
         loop {
             if !counts_for(current, id) {
-                return false; // captured already, by us or a helper
+                return None; // captured already, by us or a helper
             }
             // Mutant `unsealed_enter` (loom suite only): the capture reads
             // the count and then overwrites the word, two steps, so a send
@@ -632,14 +641,14 @@ impl Shards {
             #[cfg(inflight_mutant = "unsealed_enter")]
             {
                 word.store(moved, Ordering::Release);
-                return generation.hand_over(count(current));
+                return Some(count(current));
             }
             // AcqRel: Acquire takes the resolutions released into the word;
             // Release: a sender that reads the new epoch also sees `open`
             // moved on, which the sealer did before capturing.
             #[allow(unreachable_code)]
             match word.compare_exchange_weak(current, moved, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return generation.hand_over(count(current)),
+                Ok(_) => return Some(count(current)),
                 Err(seen) => current = seen,
             }
         }
@@ -648,14 +657,22 @@ impl Shards {
     /// Captures shard `s`'s `own` word for `generation`, unless that was
     /// done. Only after [`barrier`](Self::barrier), and for generations in
     /// their order. Returns true if that drained the generation.
+    #[cfg(test)]
     pub(crate) fn capture_own(&self, s: usize, generation: &Generation) -> bool {
+        self.take_own(s, generation)
+            .is_some_and(|live| generation.hand_over(1, live))
+    }
+
+    /// `capture_own`, with the hand-over left to the caller, as
+    /// [`take_remote`](Self::take_remote).
+    pub(crate) fn take_own(&self, s: usize, generation: &Generation) -> Option<i64> {
         let id = generation.id;
         let shard = &self.shards[s];
         // Acquire: the capture before ours.
         let mut taken = shard.shared.taken.load(Ordering::Acquire);
         loop {
             if behind(taken, id) <= 0 {
-                return false; // captured already
+                return None; // captured already
             }
             debug_assert_eq!(behind(taken, id), 1, "captures in order");
             // Acquire: the owner's Release stores, and what it did before.
@@ -676,7 +693,7 @@ impl Shards {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return generation.hand_over(live),
+                Ok(_) => return Some(live),
                 Err(seen) => taken = seen,
             }
         }

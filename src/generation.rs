@@ -141,10 +141,14 @@ impl Generation {
         }
     }
 
-    /// Adds a captured word's `live` records (a signed count) and drops
-    /// its `UNIT`.
-    pub(crate) fn hand_over(&self, live: i64) -> bool {
-        let drop = UNIT.wrapping_sub(live as u64);
+    /// Adds the records of `words` captured count words (`live`, the sum
+    /// of their signed counts) and drops their `UNIT`s. Returns true if
+    /// that drained the generation.
+    pub(crate) fn hand_over(&self, words: u64, live: i64) -> bool {
+        if words == 0 {
+            return false;
+        }
+        let drop = (words * UNIT).wrapping_sub(live as u64);
         // AcqRel: Release passes the resolutions the capture acquired on to
         // the flusher's Acquire read of `pending`; Acquire, when this makes
         // it zero, sees every resolution settled before.

@@ -49,9 +49,21 @@ where
         Shards::barrier();
         let mut wake = false;
         self.walk(guard, Some(upto), |generation| {
+            // What this call captured, handed over in one step at the end:
+            // until then the words' `UNIT`s stay in `pending`, which only
+            // keeps it higher for a moment.
+            let (mut words, mut live) = (0, 0);
             for shard in 0..SHARDS {
-                wake |= self.shards.capture_remote(shard, generation);
-                wake |= self.shards.capture_own(shard, generation);
+                for taken in [
+                    self.shards.take_remote(shard, generation),
+                    self.shards.take_own(shard, generation),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    words += 1;
+                    live += taken;
+                }
                 // Unit tests widen the window in which some shards count
                 // for the new generation and others still for this one.
                 #[cfg(all(test, not(loom)))]
@@ -59,6 +71,7 @@ where
                     std::thread::yield_now();
                 }
             }
+            wake |= generation.hand_over(words, live);
         });
         wake
     }
