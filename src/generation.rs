@@ -111,7 +111,7 @@ pub(crate) struct Generation {
     pub(crate) next: Atomic<Generation>,
     /// Partition cells, by [`cell_index`] of the partition number.
     cells: Cells,
-    /// The generation's number: its predecessor's plus one. Its low 40 bits
+    /// The generation's number: its predecessor's plus one. Its low 36 bits
     /// are the epoch of the shards counting for it.
     pub(crate) id: u64,
     /// The generation sealed to open this one (null for the first). Only

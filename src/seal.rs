@@ -231,6 +231,11 @@ where
         let generation = unsafe { open.deref() };
         let upto = if generation.id > 0 && {
             // After the caller's `close`, before reading the owners' words.
+            // Not the barrier `capture_through` runs below, and not merged
+            // with it: that one must come after `open_id` moved past
+            // `upto`, which this thread may learn only through the idle
+            // check's CASes on the `remote` words (they synchronize with
+            // the captures of the generation before).
             Shards::barrier();
             self.shards.idle(generation)
         } {
@@ -320,6 +325,44 @@ mod tests {
     use crate::Ticket;
     use std::collections::HashMap;
     use std::time::Duration;
+
+    /// Found in review: a drain that loaded `open` just before another
+    /// thread sealed it checks the sealed generation for idleness; an owner
+    /// whose next send rolled its word past it (capturing a record of it
+    /// into `pending`) leaves the word counting for a newer generation, and
+    /// every `remote` word still reads empty for it. That is not idle.
+    #[test]
+    fn a_word_rolled_past_the_generation_is_not_idle() {
+        std::thread::spawn(|| {
+            let tracker: Tracker<u32, u64> = Tracker::new();
+            let me = crate::sync::thread_index();
+            assert!(Shards::owns(me), "thread {me} owns no shard");
+            // Make generation 1 the open one (an empty drain seals 0).
+            tracker.drain(Duration::ZERO).unwrap();
+            let guard = epoch::pin();
+            // The drainer's load of `open` (`seal_open`'s first step).
+            let open = tracker.open.load(Ordering::Acquire, &guard);
+            // SAFETY: loaded under `guard`.
+            let g1 = unsafe { open.deref() };
+            assert_eq!(g1.id, 1);
+            // A record sent before the drain enters generation 1.
+            let first = tracker.send(0, 1).unwrap();
+            // Another thread seals generation 1 and has not captured yet.
+            assert!(tracker.seal(open, &guard));
+            // The owner sends again: its roll captures its word for
+            // generation 1 (the first record goes to `pending`) and writes
+            // the word for generation 2.
+            let second = tracker.send(0, 2).unwrap();
+            // The drainer's idle check of generation 1.
+            Shards::barrier();
+            assert!(!tracker.shards.idle(g1), "a record of it is in flight");
+            tracker.ack(first).unwrap();
+            tracker.ack(second).unwrap();
+            tracker.drain(Duration::ZERO).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
 
     fn generations(tracker: &Tracker<u32, u64>) -> usize {
         let mut n = 0;

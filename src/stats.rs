@@ -304,7 +304,10 @@ where
     /// [watermarks](crate::Builder::watermarks), not yet passed by their
     /// watermark (an acked record held behind an unresolved one still
     /// counts). What a capacity bounds. Exact when no call is running
-    /// concurrently; a moment's snapshot otherwise.
+    /// concurrently; otherwise an estimate, which the sends and
+    /// resolutions made meanwhile may move either way (it adds up count
+    /// words read one by one), so not a bound on the records in flight
+    /// throughout the call.
     ///
     /// ```
     /// let tracker = inflight::Tracker::new();

@@ -284,11 +284,15 @@ impl Shared<'_> {
                     tracker.close();
                 }
                 ThreadOp::InFlight => {
-                    // This thread's unresolved records are in flight
-                    // throughout the call (unless a revoke released them).
-                    let in_flight = tracker.in_flight();
-                    let mine = self.mine(thread, &out);
-                    assert!(in_flight >= mine, "in_flight {in_flight}, {mine} of mine");
+                    // A moment's estimate while other threads run: not a
+                    // bound on this thread's unresolved records, since the
+                    // count words it adds up are read one by one (another
+                    // thread's ack may be read on one word without its
+                    // send on another, or a capture between its word and
+                    // the generation's pending count). Exact when quiet,
+                    // which the single-threaded model checks; here it must
+                    // only return.
+                    let _ = tracker.in_flight();
                 }
                 ThreadOp::Committable(stats) => {
                     let offsets = if stats {
