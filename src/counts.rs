@@ -40,9 +40,9 @@
 //!
 //! 1. If its word counts for an older generation, it **rolls**: every
 //!    generation before `g` is captured for its word (it captures those
-//!    not yet captured itself, with the counts it knows), then it marks
-//!    `taken` [`ROLLED`] (a compare-exchange: once per generation, not per
-//!    record).
+//!    not yet captured itself, with the counts it knows), then it zeroes
+//!    its word for `g` and marks `taken` [`ROLLED`] (a compare-exchange:
+//!    once per generation, not per record).
 //! 2. It stores `(g, count + delta)`, runs the light barrier, and loads
 //!    `open_id`. Unchanged: the write counts in `g`. A sealer that moves
 //!    `open_id` on runs the heavy barrier before it reads `own`, and the
