@@ -184,8 +184,8 @@ impl Generation {
         self.pending.load(Ordering::Acquire) == 0
     }
 
-    /// Unresolved records of the generation, given a [`Shards::snapshot`]
-    /// taken just before: 0 exactly when [`drained`](Self::drained),
+    /// Unresolved records of the generation, given a
+    /// `counts::Shards::snapshot` taken just before: 0 exactly when [`drained`](Self::drained),
     /// otherwise a moment's estimate of at least 1.
     pub(crate) fn pending(&self, shards: &Snapshot) -> usize {
         if self.drained() {
@@ -195,7 +195,8 @@ impl Generation {
         }
     }
 
-    /// Unresolved records of the generation, given a [`Shards::snapshot`]:
+    /// Unresolved records of the generation, given a
+    /// `counts::Shards::snapshot`:
     /// exact when nothing runs concurrently, a moment's estimate otherwise.
     pub(crate) fn live(&self, shards: &Snapshot) -> usize {
         // Acquire: as in `drained`.

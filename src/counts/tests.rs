@@ -24,14 +24,18 @@ impl TestChain {
     fn seal(&self, shards: &Shards, id: u64) -> bool {
         self.open_id.store(id + 1, Ordering::SeqCst);
         Shards::barrier();
-        let g = self.numbered(id);
-        let mut wakes = false;
-        for s in 0..SHARDS {
-            wakes |= shards.capture_remote(s, g);
-            wakes |= shards.capture_own(s, g);
-        }
-        wakes
+        capture_all(shards, self.numbered(id))
     }
+}
+
+/// Captures every word for `g`; true if that drained it.
+fn capture_all(shards: &Shards, g: &Generation) -> bool {
+    let mut wakes = false;
+    for s in 0..SHARDS {
+        wakes |= shards.capture_remote(s, g);
+        wakes |= shards.capture_own(s, g);
+    }
+    wakes
 }
 
 impl Chain for TestChain {
@@ -136,10 +140,7 @@ fn a_write_that_straddles_a_seal_learns_whether_it_was_captured() {
         "captured by the owner"
     );
     assert!(!shards.capture_own(0, g1), "captured once");
-    for s in 0..SHARDS {
-        let _ = shards.capture_remote(s, g1);
-        let _ = shards.capture_own(s, g1);
-    }
+    assert!(capture_all(&shards, g1), "the last capture drains it");
     assert!(g1.drained());
     // Generation 0's record leaves through the sealed path.
     assert!(shards.leave(0, (chain.numbered(0), Route(SHARDS)), 1, &chain));
@@ -182,4 +183,52 @@ fn the_entry_rides_in_the_generation_pointer() {
             assert!(!route.owned_by(shard + 1));
         }
     }
+}
+
+/// Short-lived threads: each sends a record and acks the one the thread
+/// before it sent. Numbers of exited threads are reused, so a new thread
+/// often takes over the `own` word its predecessor wrote with plain
+/// stores, and acks that predecessor's record through it; flushes in
+/// between capture the word across the hand-over. Every flush sees each
+/// record once, and the takeover does happen.
+#[test]
+fn a_thread_that_takes_a_reused_number_carries_on_its_count_word() {
+    use std::time::Duration;
+    const THREADS: u64 = if cfg!(miri) { 6 } else { 300 };
+    let tracker: crate::Tracker<&str, u64> = crate::Tracker::new();
+    let mut previous: Option<crate::Ticket> = None;
+    let mut previous_number = None;
+    let mut takeovers = 0;
+    for i in 0..THREADS {
+        let flush = (i % 3 == 1).then(|| tracker.begin_flush().unwrap());
+        let tracker = &tracker;
+        let (ticket, number) = std::thread::scope(|s| {
+            s.spawn(move || {
+                let ticket = tracker.send("p", i).unwrap();
+                let number = crate::sync::thread_index();
+                if let Some(before) = previous {
+                    tracker.ack(before).unwrap();
+                }
+                (ticket, number)
+            })
+            .join()
+            .unwrap()
+        });
+        takeovers += usize::from(previous_number == Some(number) && Shards::owns(number));
+        (previous, previous_number) = (Some(ticket), Some(number));
+        if let Some(mut flush) = flush {
+            // The flush covers record i - 1 (acked by thread i) and no
+            // later one: its offset is exactly i - 1.
+            let offsets = flush.wait(Duration::ZERO).unwrap();
+            assert_eq!(offsets.get("p"), Some(&(i - 1)), "after thread {i}");
+            flush.commit().unwrap();
+        }
+        assert_eq!(tracker.in_flight(), 1);
+    }
+    assert!(takeovers > 0, "no thread took over its predecessor's word");
+    tracker.ack(previous.unwrap()).unwrap();
+    let mut last = tracker.begin_flush().unwrap();
+    assert_eq!(last.wait(Duration::ZERO).unwrap()["p"], THREADS - 1);
+    last.commit().unwrap();
+    assert_eq!(tracker.in_flight(), 0);
 }
