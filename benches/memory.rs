@@ -18,7 +18,7 @@
 #[path = "contenders/mod.rs"]
 mod contenders;
 
-use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015};
+use contenders::{Contender, DashTracker, Floor, Inflight, InflightInline, Kafka2015};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -116,6 +116,7 @@ fn main() {
         "contender", "bytes", "B/record", "net B/rec", "allocs"
     );
     measure::<Inflight>();
+    measure::<InflightInline>();
     measure_inflight_zst();
     measure::<Kafka2015>();
     measure::<DashTracker>();

@@ -16,7 +16,9 @@
 #[path = "contenders/mod.rs"]
 mod contenders;
 
-use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until, DEPTH};
+use contenders::{
+    Contender, DashTracker, Floor, Inflight, InflightInline, Kafka2015, Until, DEPTH,
+};
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, BenchmarkGroup, Criterion, Throughput};
 use std::time::Duration;
@@ -81,6 +83,7 @@ fn local(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("local/{threads}t"));
         configure(&mut group);
         local_one::<Inflight>(&mut group, threads);
+        local_one::<InflightInline>(&mut group, threads);
         local_one::<Kafka2015>(&mut group, threads);
         local_one::<DashTracker>(&mut group, threads);
         local_one::<Floor>(&mut group, threads);
@@ -96,6 +99,7 @@ fn batched(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("batched/{threads}t"));
         configure(&mut group);
         batched_one::<Inflight>(&mut group, threads);
+        batched_one::<InflightInline>(&mut group, threads);
         batched_one::<Kafka2015>(&mut group, threads);
         group.finish();
     }
@@ -108,6 +112,7 @@ fn handoff(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("handoff/{pairs}x{pairs}"));
         configure(&mut group);
         handoff_one::<Inflight>(&mut group, pairs);
+        handoff_one::<InflightInline>(&mut group, pairs);
         handoff_one::<Kafka2015>(&mut group, pairs);
         handoff_one::<DashTracker>(&mut group, pairs);
         handoff_one::<Floor>(&mut group, pairs);

@@ -42,7 +42,7 @@ mod common;
 use contenders::watermarks::{
     self, InflightProgress, InflightWatermarks, SubmittedRecords, Watermark,
 };
-use contenders::{Contender, DashTracker, Floor, Inflight, Kafka2015, Until};
+use contenders::{Contender, DashTracker, Floor, Inflight, InflightInline, Kafka2015, Until};
 use std::time::Duration;
 
 const THREADS: [usize; 4] = [1, 2, 4, 8];
@@ -91,7 +91,7 @@ fn main() {
     );
     println!();
     println!(
-        "| {:>7} | {:>16} | {:>12} | {:>12} | {:>12} | {:>19} | {:>16} | {:>14} |",
+        "| {:>7} | {:>16} | {:>12} | {:>12} | {:>12} | {:>19} | {:>16} | {:>14} | {:>15} | {:>17} |",
         "threads",
         "inflight pairs/s",
         "kafka_2015",
@@ -99,31 +99,35 @@ fn main() {
         "floor",
         "inflight/kafka_2015",
         "inflight/dashmap",
-        "inflight/floor"
+        "inflight/floor",
+        "inline pairs/s",
+        "inline/kafka_2015"
     );
     println!(
-        "|{:-<9}|{:-<18}|{:-<14}|{:-<14}|{:-<14}|{:-<21}|{:-<18}|{:-<16}|",
-        "", "", "", "", "", "", "", ""
+        "|{:-<9}|{:-<18}|{:-<14}|{:-<14}|{:-<14}|{:-<21}|{:-<18}|{:-<16}|{:-<17}|{:-<19}|",
+        "", "", "", "", "", "", "", "", "", ""
     );
     for threads in THREADS {
-        let (inflight, kafka, dash, floor) = (
+        let (inflight, kafka, dash, floor, inline) = (
             Inflight::new(),
             Kafka2015::new(),
             DashTracker::new(),
             Floor::new(),
+            InflightInline::new(),
         );
-        let mut rates = [const { Vec::new() }; 4];
+        let mut rates = [const { Vec::new() }; 5];
         let until = Until::Elapsed(RUN_FOR);
         for _ in 0..ROUNDS {
             rates[0].push(contenders::local(&inflight, threads, until).pairs_per_sec());
             rates[1].push(contenders::local(&kafka, threads, until).pairs_per_sec());
             rates[2].push(contenders::local(&dash, threads, until).pairs_per_sec());
             rates[3].push(contenders::local(&floor, threads, until).pairs_per_sec());
+            rates[4].push(contenders::local(&inline, threads, until).pairs_per_sec());
         }
         assert_eq!(kafka.critical(), 0, "kafka_2015 port lost a record");
-        let [i, k, d, f] = rates.map(median);
+        let [i, k, d, f, n] = rates.map(median);
         println!(
-            "| {:>7} | {:>16.0} | {:>12.0} | {:>12.0} | {:>12.0} | {:>18.2}x | {:>15.2}x | {:>13.2}x |",
+            "| {:>7} | {:>16.0} | {:>12.0} | {:>12.0} | {:>12.0} | {:>18.2}x | {:>15.2}x | {:>13.2}x | {:>15.0} | {:>16.2}x |",
             threads,
             i,
             k,
@@ -131,7 +135,9 @@ fn main() {
             f,
             i / k,
             i / d,
-            i / f
+            i / f,
+            n,
+            n / k
         );
     }
     println!();
@@ -206,35 +212,40 @@ fn batch_table() {
     );
     println!();
     println!(
-        "| {:>7} | {:>14} | {:>16} | {:>25} | {:>16} |",
+        "| {:>7} | {:>14} | {:>16} | {:>25} | {:>16} | {:>12} | {:>23} |",
         "threads",
         "inflight batch",
         "kafka_2015 batch",
         "inflight/kafka_2015 batch",
-        "batch/one by one"
+        "batch/one by one",
+        "inline batch",
+        "inline/kafka_2015 batch"
     );
     println!(
-        "|{:-<9}|{:-<16}|{:-<18}|{:-<27}|{:-<18}|",
-        "", "", "", "", ""
+        "|{:-<9}|{:-<16}|{:-<18}|{:-<27}|{:-<18}|{:-<14}|{:-<25}|",
+        "", "", "", "", "", "", ""
     );
     for threads in THREADS {
-        let (inflight, kafka) = (Inflight::new(), Kafka2015::new());
-        let mut rates = [const { Vec::new() }; 3];
+        let (inflight, kafka, inline) = (Inflight::new(), Kafka2015::new(), InflightInline::new());
+        let mut rates = [const { Vec::new() }; 4];
         let until = Until::Elapsed(RUN_FOR);
         for _ in 0..ROUNDS {
             rates[0].push(contenders::local_batched(&inflight, threads, until).pairs_per_sec());
             rates[1].push(contenders::local_batched(&kafka, threads, until).pairs_per_sec());
             rates[2].push(contenders::local(&inflight, threads, until).pairs_per_sec());
+            rates[3].push(contenders::local_batched(&inline, threads, until).pairs_per_sec());
         }
         assert_eq!(kafka.critical(), 0, "kafka_2015 port lost a record");
-        let [b, k, one] = rates.map(median);
+        let [b, k, one, n] = rates.map(median);
         println!(
-            "| {:>7} | {:>14.0} | {:>16.0} | {:>24.2}x | {:>15.2}x |",
+            "| {:>7} | {:>14.0} | {:>16.0} | {:>24.2}x | {:>15.2}x | {:>12.0} | {:>22.2}x |",
             threads,
             b,
             k,
             b / k,
-            b / one
+            b / one,
+            n,
+            n / k
         );
     }
 }

@@ -14,7 +14,9 @@
 //! `batches` is the barrier tracker fed through `send_batch` and `ack_all`,
 //! 64 records a call (`watermark_batches` and `progress_batches` the same
 //! on those trackers); `bounded`, the barrier tracker with a capacity of 64
-//! (each send takes a permit, each ack gives it back). Instructions per
+//! (each send takes a permit, each ack gives it back); `inline`,
+//! `inline_batches` and `inline_watermarks`, the barrier and watermark
+//! trackers with offsets inline (`Builder::inline_offsets`). Instructions per
 //! pair, under callgrind: run one kind for 500 and for 1,500 batches and
 //! divide the difference by 64,000 (`.ci/cost` does that for every kind,
 //! with the locked operations, and holds them to `benches/budget.toml`):
@@ -26,7 +28,7 @@
 
 mod common;
 
-use inflight::mode::Mode;
+use inflight::mode::{Inline, Mode, Watermarks};
 use inflight::{ProgressTracker, Tracker, WatermarkTracker};
 use std::time::{Duration, Instant};
 
@@ -40,10 +42,14 @@ enum Kind {
     Bounded,
     Watermarks,
     Progress,
+    /// The barrier tracker with its offsets inline (`inline_offsets`).
+    Inline,
+    /// The watermark tracker with its offsets inline.
+    InlineWatermarks,
 }
 
 /// Each kind's name, tracker, and whether it sends and acks in batches.
-const KINDS: [(&str, Kind, bool); 7] = [
+const KINDS: [(&str, Kind, bool); 10] = [
     ("barrier", Kind::Barrier, false),
     ("batches", Kind::Barrier, true),
     ("bounded", Kind::Bounded, false),
@@ -51,15 +57,13 @@ const KINDS: [(&str, Kind, bool); 7] = [
     ("watermark_batches", Kind::Watermarks, true),
     ("progress", Kind::Progress, false),
     ("progress_batches", Kind::Progress, true),
+    ("inline", Kind::Inline, false),
+    ("inline_batches", Kind::Inline, true),
+    ("inline_watermarks", Kind::InlineWatermarks, false),
 ];
 
 /// Nanoseconds per pair in one run of `batches` batches.
 fn run(kind: Kind, batched: bool, batches: u64) -> f64 {
-    let barrier = |tracker: &Tracker<u32, u64>| {
-        let mut flush = tracker.begin_flush().expect("no other flush");
-        flush.wait(Duration::ZERO).expect("all acked");
-        flush.commit().expect("waited");
-    };
     match kind {
         Kind::Barrier => pairs(Tracker::new(), batched, batches, barrier),
         Kind::Bounded => pairs(
@@ -76,7 +80,23 @@ fn run(kind: Kind, batched: bool, batches: u64) -> f64 {
             let tracker: ProgressTracker<u32, u64> = Tracker::builder().progress(4096).build();
             pairs(tracker, batched, batches, |t| drop(t.progress()))
         }
+        Kind::Inline => {
+            let tracker: Tracker<u32, u64, Inline> = Tracker::builder().inline_offsets().build();
+            pairs(tracker, batched, batches, barrier)
+        }
+        Kind::InlineWatermarks => {
+            let tracker: Tracker<u32, u64, Inline<Watermarks>> =
+                Tracker::builder().inline_offsets().watermarks().build();
+            pairs(tracker, batched, batches, |t| drop(t.committable()))
+        }
     }
+}
+
+/// A barrier flush, committed.
+fn barrier<M: Mode>(tracker: &Tracker<u32, u64, M>) {
+    let mut flush = tracker.begin_flush().expect("no other flush");
+    flush.wait(Duration::ZERO).expect("all acked");
+    flush.commit().expect("waited");
 }
 
 /// [`run`] on `tracker`, committing with `commit` every 100 batches.

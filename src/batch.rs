@@ -20,6 +20,7 @@
 use crate::counts::{entered_at, entered_from, Route, Shards, SHARDS};
 use crate::generation::{Generation, Installed};
 use crate::mode::Mode;
+use crate::send::fits_inline;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
@@ -108,14 +109,17 @@ where
         // the allocation backs the chunk out.
         tickets.reserve(n);
         // The chunk's last record will be its partition's latest in the
-        // generation: its cell holds it, and it needs its tag for that.
+        // generation: its cell holds it, and it needs its tag for that;
+        // unless the tracker keeps its offset inline, in the cell itself.
         let (last, tag, last_slot) = chunk.get(n - 1);
-        if tag == 0 {
+        // SAFETY: the slot is ours until it is published.
+        let held = !fits_inline::<O, M>(unsafe { last_slot.value() });
+        if held && tag == 0 {
             chunk.set_tag(n - 1, self.slots.stamp(last_slot, HELD));
-        } else {
+        } else if held {
             self.slots.hold_prepared(last_slot, HELD);
         }
-        chunk.last_held = true;
+        chunk.last_held = held;
 
         #[cfg(not(inflight_mutant = "split_batch_enter"))]
         let (generation, wakes) = self.enter(home, n as u64);
@@ -152,13 +156,15 @@ where
         }
         // Nothing below can fail or run user code but the wakers at the end.
         let mut chunk = std::mem::ManuallyDrop::new(chunk);
-        match generation.install(number, last, life) {
+        let latest = self.latest_of(last, last_slot, held);
+        match generation.install(number, latest, life, M::INLINE) {
             Installed::First => {}
             // As in `send`: frees the displaced record's slot if resolved.
             Installed::Displaced(displaced) => self.slots.release(displaced, HELD),
             // As in `send`: the chunk is of an ended life, and releases
             // itself below.
-            Installed::Outranked => self.slots.unhold_prepared(last_slot, HELD),
+            Installed::Outranked if held => self.slots.unhold_prepared(last_slot, HELD),
+            Installed::Outranked => {}
         }
         for i in 0..n {
             let (index, tag, slot) = chunk.get(i);
@@ -167,8 +173,13 @@ where
                 let tag = self.slots.publish_filled(slot);
                 chunk.set_tag(i, tag);
                 tag
-            } else {
+            } else if held && i + 1 == n {
+                // The cell holds it: a newer record may clear `HELD` now.
                 self.slots.publish(slot);
+                tag
+            } else {
+                // Queued, not held: nothing else writes its state yet.
+                self.slots.publish_unheld(slot);
                 tag
             };
             tickets.push(Ticket::new(self.id, index, tag));

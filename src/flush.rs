@@ -22,6 +22,7 @@
 //! they are, so the next flush covers them again (its newer cells win).
 //! Failures are never cleared: offsets never move past a failed record.
 
+use crate::cell::Latest;
 use crate::generation::Generation;
 use crate::mode::{Barrier, Mode};
 use crate::slab::HELD;
@@ -36,13 +37,25 @@ use std::time::Duration;
 /// What folded generations left behind.
 #[derive(Default)]
 pub(crate) struct Carry {
-    /// Per partition number: the retained slot + 1 of its latest folded
-    /// record, 0 for none. The carry holds each such slot (`HELD`).
-    slots: Vec<usize>,
+    /// Per partition number: its latest folded record. The carry holds
+    /// each such slot (`HELD`).
+    kept: Vec<Kept>,
     /// Failed records among the folded generations: `(partition, life,
     /// count)`. A revoke of the partition forgives those of its older
     /// lives (they stop counting, and folds drop them).
     failures: Vec<(u32, u32, u64)>,
+}
+
+/// A partition's latest folded record, in the carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Kept {
+    /// None folded (or committed since).
+    #[default]
+    Nothing,
+    /// A held slot, whose offset and life are read from it.
+    Slot(usize),
+    /// An inline offset's bits, and its life (widened, see `cell::widen`).
+    Bits(u64, u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,17 +270,32 @@ impl FlushState {
         }
         let slots = &tracker.slots;
         let partitions = &tracker.partitions;
-        let mut offsets = HashMap::with_capacity(carry.slots.iter().filter(|&&s| s != 0).count());
-        for (number, &slot) in carry.slots.iter().enumerate() {
-            let slot = slot.checked_sub(1).and_then(|index| slots.get(index));
+        let kept = carry.kept.iter().filter(|&&k| k != Kept::Nothing);
+        let mut offsets = HashMap::with_capacity(kept.count());
+        for (number, &kept) in carry.kept.iter().enumerate() {
             // A record of an older life of its partition (revoked since)
             // is not reported: its life ended without its records.
-            let current = slot.is_some_and(|slot| tracker.is_current(number as u32, slot.life()));
-            if let (true, Some(slot), Some(partition)) = (current, slot, partitions.key(number)) {
-                // SAFETY: the carry holds this slot, so it keeps its value
-                // until the carry releases it, which only this flush does.
-                let offset = unsafe { slot.value() };
-                offsets.insert(partition.clone(), offset.clone());
+            let current = |life| tracker.is_current(number as u32, life);
+            let offset = match kept {
+                Kept::Nothing => continue,
+                Kept::Slot(index) => {
+                    let slot = slots.slot_of(index);
+                    if !current(slot.life()) {
+                        continue;
+                    }
+                    // SAFETY: the carry holds this slot, so it keeps its
+                    // value until the carry releases it, which only this
+                    // flush does.
+                    unsafe { slot.value() }.clone()
+                }
+                Kept::Bits(_, life) if !current(life) => continue,
+                // SAFETY: only an inline mode's cells keep bits, and its
+                // `O` is an `InlineOffset` (see `crate::inline`). No user
+                // code: a primitive integer.
+                Kept::Bits(bits, _) => unsafe { crate::inline::from_bits::<O>(bits) },
+            };
+            if let Some(partition) = partitions.key(number) {
+                offsets.insert(partition.clone(), offset);
             }
         }
         // Only once the offsets are in hand: a panicking `Clone` must not
@@ -348,8 +376,8 @@ impl FlushState {
         }
         // SAFETY: this flush holds the `flushing` flag (see `outcome`).
         let carry = tracker.carry.with_mut(|c| unsafe { &mut *c });
-        for slot in carry.slots.iter_mut() {
-            if let Some(index) = std::mem::take(slot).checked_sub(1) {
+        for kept in carry.kept.iter_mut() {
+            if let Kept::Slot(index) = std::mem::take(kept) {
                 // No user code: the offset is dropped at the slot's reuse.
                 tracker.slots.release(index, HELD);
             }
@@ -465,31 +493,52 @@ impl<P, O, M: Mode> fmt::Debug for OwnedFlush<P, O, M> {
 
 fn fold<P, O, M: Mode>(carry: &mut Carry, generation: &Generation, tracker: &Tracker<P, O, M>) {
     let slots = &tracker.slots;
-    generation.for_each_cell(|partition, slot, life| {
-        if carry.slots.len() <= partition {
-            carry.slots.resize(partition + 1, 0);
+    generation.for_each_cell(M::INLINE, |partition, latest, life| {
+        if carry.kept.len() <= partition {
+            carry.kept.resize(partition + 1, Kept::Nothing);
         }
+        let (new, life) = match latest {
+            // A held slot's life is its own (whole, in either format).
+            Latest::Slot(slot) => (Kept::Slot(slot), slots.slot_of(slot).life()),
+            Latest::Bits(bits) => {
+                // The cell kept the life's low 16 bits: the record's life
+                // is the newest at most 2^15 behind the partition's now.
+                let now = tracker.partitions.life(partition).map_or(0, |l| {
+                    // Acquire: as in `is_current`.
+                    l.load(Ordering::Acquire)
+                });
+                let life = crate::cell::widen(life, now);
+                (Kept::Bits(bits, life), life)
+            }
+        };
         // The newer generation's record wins, unless it is of an older life
         // of its partition than the carry's: a send that raced a revoke
         // entered this generation after a send of the new life entered an
         // older one. Its life ended without it, so it is dropped and the
-        // new life's record stays. Both slots are held (by the carry and by
-        // the drained cell), so their lives are theirs.
+        // new life's record stays. A held slot (the carry's or the drained
+        // cell's) keeps its life.
         // Mutant `stale_displaces_new` (loom suite only) skips this check
         // too.
-        let kept = carry.slots[partition].checked_sub(1);
+        let kept = carry.kept[partition];
         #[cfg(not(inflight_mutant = "stale_displaces_new"))]
-        if let Some(kept) = kept {
-            if crate::watermark::newer(slots.slot_of(kept).life(), life) {
-                // No user code: the offset is dropped at the slot's reuse.
-                slots.release(slot, HELD);
+        {
+            let kept_life = match kept {
+                Kept::Nothing => None,
+                Kept::Slot(slot) => Some(slots.slot_of(slot).life()),
+                Kept::Bits(_, life) => Some(life),
+            };
+            if kept_life.is_some_and(|kept| crate::watermark::newer(kept, life)) {
+                if let Kept::Slot(slot) = new {
+                    // No user code: the offset is dropped at the slot's reuse.
+                    slots.release(slot, HELD);
+                }
                 return;
             }
         }
         #[cfg(inflight_mutant = "stale_displaces_new")]
         let _ = life;
-        carry.slots[partition] = slot + 1;
-        if let Some(older) = kept {
+        carry.kept[partition] = new;
+        if let Kept::Slot(older) = kept {
             // No user code: the offset is dropped at the slot's reuse.
             slots.release(older, HELD);
         }

@@ -40,6 +40,7 @@
 //! (see [`cell_index`]), so threads with partitions of their own do not
 //! share one.
 
+use crate::cell::{self, Latest};
 use crate::counts::{Snapshot, SHARDS};
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
@@ -253,16 +254,24 @@ impl Generation {
         }
     }
 
-    /// Makes `slot`, a record of its partition's life `life`, the
-    /// partition's latest record in this generation, unless the cell holds
-    /// a record of a newer life (the caller's send raced a revoke and a
-    /// send of the new life came first: see [`Installed::Outranked`]).
-    /// The caller's record is in this generation and unresolved, so the
-    /// generation cannot be folded meanwhile.
-    #[inline]
-    pub(crate) fn install(&self, partition: usize, slot: usize, life: u32) -> Installed {
+    /// Makes `latest` (a held slot, or an inline offset's bits), a record
+    /// of its partition's life `life`, the partition's latest record in
+    /// this generation, unless the cell holds a record of a newer life (the
+    /// caller's send raced a revoke and a send of the new life came first:
+    /// see [`Installed::Outranked`]). `inline` is the cell format (the
+    /// tracker's mode, a constant; see `cell`). The caller's record is in
+    /// this generation and unresolved, so the generation cannot be folded
+    /// meanwhile.
+    #[inline(always)]
+    pub(crate) fn install(
+        &self,
+        partition: usize,
+        latest: Latest,
+        life: u32,
+        inline: bool,
+    ) -> Installed {
         debug_assert!(partition < MAX_PARTITIONS);
-        debug_assert!((slot as u64) < u64::from(u32::MAX));
+        debug_assert!(!matches!(latest, Latest::Slot(s) if s as u64 >= u64::from(u32::MAX)));
         // The cell at `cell_index(partition)`, with one page lookup.
         let cell = self
             .cells
@@ -271,7 +280,7 @@ impl Generation {
             .cells
             .get(cell_index(partition))
             .is_some_and(|at| std::ptr::eq(at, cell)));
-        let mine = cell_word(slot, life);
+        let mine = cell::word(latest, life, inline);
         // Relaxed: a first guess; the CAS below decides, and its Acquire
         // (on success or failure) is what orders what we then read.
         let mut current = cell.load(Ordering::Relaxed);
@@ -280,7 +289,7 @@ impl Generation {
             // life's record displaces a newer one's, whose offset a flush
             // then never reports.
             #[cfg(not(inflight_mutant = "stale_displaces_new"))]
-            if current != 0 && crate::watermark::newer(cell_life(current), life) {
+            if current != 0 && cell::newer_than(current, life, inline) {
                 // Acquire: the newer record's sender read the bumped life
                 // before its Release install, so our re-load of the life
                 // after this sees the bump too (the send then releases its
@@ -288,14 +297,16 @@ impl Generation {
                 crate::sync::fence(Ordering::Acquire);
                 return Installed::Outranked;
             }
-            // AcqRel: Release publishes our slot's prepared state to whoever
-            // displaces it or folds the cell; Acquire takes over the hold of
-            // the slot we displace, and sees a newer life's install.
+            // AcqRel: Release publishes our slot's prepared state (or, for
+            // an inline offset, nothing the cell does not carry) to
+            // whoever displaces it or folds the cell; Acquire takes over
+            // the hold of a slot we displace, and sees a newer life's
+            // install.
             match cell.compare_exchange_weak(current, mine, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
-                    return match cell_slot(current) {
-                        Some(displaced) => Installed::Displaced(displaced),
-                        None => Installed::First,
+                    return match cell::latest(current, inline) {
+                        Some(Latest::Slot(displaced)) => Installed::Displaced(displaced),
+                        Some(Latest::Bits(_)) | None => Installed::First,
                     }
                 }
                 Err(seen) => current = seen,
@@ -303,15 +314,21 @@ impl Generation {
         }
     }
 
-    /// Calls `f(partition, slot)` for every cell that holds a record. Only
-    /// for a drained generation, whose cells are final.
-    pub(crate) fn for_each_cell(&self, mut f: impl FnMut(usize, usize, u32)) {
+    /// Calls `f(partition, latest, life)` for every cell that holds a
+    /// record (`life` as the cell keeps it: its low 16 bits in the inline
+    /// format, see `cell::widen`). Only for a drained generation, whose
+    /// cells are final.
+    pub(crate) fn for_each_cell(&self, inline: bool, mut f: impl FnMut(usize, Latest, u32)) {
         self.cells.for_each(|index, cell| {
             // Relaxed: the caller's Acquire read of `pending` == 0 ordered
             // every install before this read.
             let value = cell.load(Ordering::Relaxed);
-            if let Some(slot) = cell_slot(value) {
-                f(partition_of_cell(index), slot, cell_life(value));
+            if let Some(latest) = cell::latest(value, inline) {
+                f(
+                    partition_of_cell(index),
+                    latest,
+                    cell::life_of(value, inline),
+                );
             }
         });
     }
@@ -320,7 +337,9 @@ impl Generation {
 /// What [`Generation::install`] did with a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Installed {
-    /// The cell was empty: the record is the partition's first here.
+    /// Nothing to hand back: the cell was empty (the record is the
+    /// partition's first here), or it kept an inline offset, which holds
+    /// no slot.
     First,
     /// The record displaced this slot's, whose `HELD` hold passes to the
     /// caller.
@@ -330,25 +349,6 @@ pub(crate) enum Installed {
     /// (its `HELD` hold is the caller's to drop). Its send then finds the
     /// life moved on and releases it.
     Outranked,
-}
-
-/// A cell's word: the life of the record's partition in the high half,
-/// `slot + 1` in the low half (0 for an empty cell). The life rides along
-/// so that an install can compare lives without reading a slot that may be
-/// moving on.
-#[inline]
-fn cell_word(slot: usize, life: u32) -> u64 {
-    (u64::from(life) << 32) | (slot as u64 + 1)
-}
-
-#[inline]
-fn cell_slot(word: u64) -> Option<usize> {
-    ((word & 0xffff_ffff) as usize).checked_sub(1)
-}
-
-#[inline]
-fn cell_life(word: u64) -> u32 {
-    (word >> 32) as u32
 }
 
 /// One entry of a generation's failure list.
@@ -375,6 +375,7 @@ impl Drop for Generation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Latest::{Bits, Slot};
 
     #[test]
     fn cell_placement_is_a_bijection_that_spreads_neighbours() {
@@ -393,28 +394,62 @@ mod tests {
     #[test]
     fn cells_keep_the_latest_install() {
         let g = Generation::new(0, std::ptr::null());
-        assert_eq!(g.install(3, 10, 0), Installed::First);
-        assert_eq!(g.install(3, 11, 0), Installed::Displaced(10));
-        assert_eq!(g.install(100, 13, 0), Installed::First);
-        let mut seen = Vec::new();
-        g.for_each_cell(|p, s, l| seen.push((p, s, l)));
-        seen.sort_unstable();
-        assert_eq!(seen, vec![(3, 11, 0), (100, 13, 0)]);
+        assert_eq!(install(&g, 3, 10, 0), Installed::First);
+        assert_eq!(install(&g, 3, 11, 0), Installed::Displaced(10));
+        assert_eq!(install(&g, 100, 13, 0), Installed::First);
+        assert_eq!(cells(&g, false), vec![(3, Slot(11), 0), (100, Slot(13), 0)]);
     }
 
     #[test]
     fn an_older_life_never_displaces_a_newer_one() {
         let g = Generation::new(0, std::ptr::null());
-        assert_eq!(g.install(3, 10, 5), Installed::First);
-        assert_eq!(g.install(3, 11, 4), Installed::Outranked, "stale");
-        assert_eq!(g.install(3, 12, 5), Installed::Displaced(10), "same life");
-        assert_eq!(g.install(3, 13, 6), Installed::Displaced(12), "newer life");
+        assert_eq!(install(&g, 3, 10, 5), Installed::First);
+        assert_eq!(install(&g, 3, 11, 4), Installed::Outranked, "stale");
+        assert_eq!(install(&g, 3, 12, 5), Installed::Displaced(10), "same life");
+        assert_eq!(
+            install(&g, 3, 13, 6),
+            Installed::Displaced(12),
+            "newer life"
+        );
         // Lives compare as serial numbers: u32::MAX is older than 0.
-        assert_eq!(g.install(7, 20, 0), Installed::First);
-        assert_eq!(g.install(7, 21, u32::MAX), Installed::Outranked);
+        assert_eq!(install(&g, 7, 20, 0), Installed::First);
+        assert_eq!(install(&g, 7, 21, u32::MAX), Installed::Outranked);
+        assert_eq!(cells(&g, false), vec![(3, Slot(13), 6), (7, Slot(20), 0)]);
+    }
+
+    #[test]
+    fn inline_cells_keep_offsets_and_hand_back_only_slots() {
+        let g = Generation::new(0, std::ptr::null());
+        let inline = |p, latest, life| g.install(p, latest, life, true);
+        assert_eq!(inline(3, Bits(40), 5), Installed::First);
+        assert_eq!(
+            inline(3, Bits(41), 5),
+            Installed::First,
+            "an offset holds nothing"
+        );
+        assert_eq!(inline(3, Bits(39), 4), Installed::Outranked, "stale");
+        assert_eq!(
+            inline(3, Slot(8), 5),
+            Installed::First,
+            "held path: too big"
+        );
+        assert_eq!(
+            inline(3, Bits(43), 6),
+            Installed::Displaced(8),
+            "newer life"
+        );
+        assert_eq!(inline(9, Bits(0), 0), Installed::First);
+        assert_eq!(cells(&g, true), vec![(3, Bits(43), 6), (9, Bits(0), 0)]);
+    }
+
+    fn install(g: &Generation, partition: usize, slot: usize, life: u32) -> Installed {
+        g.install(partition, Slot(slot), life, false)
+    }
+
+    fn cells(g: &Generation, inline: bool) -> Vec<(usize, Latest, u32)> {
         let mut seen = Vec::new();
-        g.for_each_cell(|p, s, l| seen.push((p, s, l)));
-        seen.sort_unstable();
-        assert_eq!(seen, vec![(3, 13, 6), (7, 20, 0)]);
+        g.for_each_cell(inline, |p, l, life| seen.push((p, l, life)));
+        seen.sort_unstable_by_key(|&(p, _, _)| p);
+        seen
     }
 }

@@ -247,11 +247,13 @@ mod tracker;
 mod watermark;
 
 mod batch;
+mod cell;
 mod counts;
 mod error;
 mod flush;
 mod future;
 mod generation;
+mod inline;
 pub mod mode;
 mod pages;
 mod partition;
@@ -266,6 +268,7 @@ pub use error::{
     SendBatchError, SendError,
 };
 pub use flush::{Flush, OwnedFlush};
+pub use inline::InlineOffset;
 pub use progress::{DecodeError, Progress, SeqOffset, NO_POSITION};
 pub use revoke::Revoked;
 pub use stats::{Stats, Unresolved, LARGEST_PARTITIONS};

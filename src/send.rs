@@ -7,6 +7,7 @@
 //! panics" in [`crate::implementation`].
 
 use crate::batch::CHUNK;
+use crate::cell::{Latest, INLINE_MAX};
 use crate::counts::{entered_at, entered_from, Chain, Entry, Route, Shards, SHARDS};
 use crate::future::SendWhenRoom;
 use crate::generation::{Generation, Installed};
@@ -130,12 +131,14 @@ where
         }
         // Held in advance: once the partition cell points at the slot, a
         // newer record may release the hold at any moment; and queued, on a
-        // watermark tracker, until the watermark passes it.
-        let holds = if M::WATERMARKS {
-            HELD | QUEUE_HOLDS
-        } else {
-            HELD
-        };
+        // watermark tracker, until the watermark passes it. An inline
+        // tracker keeps an offset that fits in the cell itself: no hold.
+        let holds = if M::WATERMARKS { QUEUE_HOLDS } else { 0 }
+            | if fits_inline::<O, M>(&offset) {
+                0
+            } else {
+                HELD
+            };
         // `number` < MAX_PARTITIONS < 2^32.
         let tag = self.slots.prepare(slot, offset, number as u32, life, holds);
         // No user code runs from `prepare` to the end of `enter` (a
@@ -187,7 +190,9 @@ where
             // Before publishing: the record's resolution must find it linked.
             watermarks.link(&self.slots, number, index);
         }
-        Ok(self.install_and_publish(generation, number, (index, slot), (tag, life), lifecycle))
+        let held = holds & HELD != 0;
+        let record = (tag, life, held);
+        Ok(self.install_and_publish(generation, number, (index, slot), record, lifecycle))
     }
 
     /// The error for a send refused for want of a slot or permit. On a
@@ -221,10 +226,11 @@ where
         generation: &Generation,
         number: usize,
         (index, slot): (usize, &Slot<O>),
-        (tag, life): (u32, u32),
+        (tag, life, held): (u32, u32, bool),
         lifecycle: &Lifecycle,
     ) -> Ticket {
-        match generation.install(number, index, life) {
+        let latest = self.latest_of(index, slot, held);
+        match generation.install(number, latest, life, M::INLINE) {
             Installed::First => {}
             // Frees the displaced record's slot if it was resolved; its
             // offset is dropped at the slot's reuse, not here.
@@ -232,9 +238,15 @@ where
             // A record of the partition's new life holds the cell: ours is
             // of the ended life, and releases itself below (the install
             // acquired the bump). Not published yet: the hold is ours alone.
-            Installed::Outranked => self.slots.unhold_prepared(slot, HELD),
+            Installed::Outranked if held => self.slots.unhold_prepared(slot, HELD),
+            Installed::Outranked => {}
         }
-        self.slots.publish(slot);
+        if held {
+            self.slots.publish(slot);
+        } else {
+            // Nothing holds the slot: nothing else writes its state now.
+            self.slots.publish_unheld(slot);
+        }
         // A revoke of the partition that began after we read its life: it
         // bumps the life, runs the heavy barrier, then scans. Our light
         // barrier pairs with its heavy one: either our publish is seen by
@@ -257,6 +269,21 @@ where
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
         Ticket::new(self.id, index, tag)
+    }
+
+    /// What a prepared, unpublished slot of ours puts in its partition's
+    /// cell: its offset, on an inline tracker, if it took no hold (see
+    /// [`fits_inline`]); otherwise the slot.
+    #[inline(always)]
+    pub(crate) fn latest_of(&self, index: usize, slot: &Slot<O>, held: bool) -> Latest {
+        if M::INLINE && !held {
+            // SAFETY: the slot is ours until its publish (so its value is
+            // ours to read), and an inline mode's `O` is an `InlineOffset`
+            // (only `Builder::inline_offsets` makes one).
+            Latest::Bits(unsafe { crate::inline::bits_of(slot.value()) })
+        } else {
+            Latest::Slot(index)
+        }
     }
 
     /// The end of a send on a progress tracker: the record is linked with
@@ -309,9 +336,10 @@ where
                 Refusal::Stale => self.send_noting(partition, offset, wait),
             };
         }
+        let held = undo.holds & HELD != 0;
         std::mem::forget(undo);
-        let ticket =
-            self.install_and_publish(generation, number, (index, slot), (tag, life), lifecycle);
+        let record = (tag, life, held);
+        let ticket = self.install_and_publish(generation, number, (index, slot), record, lifecycle);
         let unwinding = FailOnUnwind {
             tracker: self,
             index,
@@ -695,4 +723,14 @@ impl<P, O, M: Mode> Drop for Undo<'_, P, O, M> {
         self.tracker.slots.abandon_prepared(self.index, self.slot);
         self.tracker.wake_quietly(drained, room);
     }
+}
+
+/// Whether a tracker of mode `M` keeps `offset` in its partition's cell:
+/// an inline mode, and bits that fit (see `cell`); a larger offset takes
+/// the held path. A constant `false` for the plain modes.
+#[inline(always)]
+pub(crate) fn fits_inline<O, M: Mode>(offset: &O) -> bool {
+    // SAFETY: an inline mode's `O` is an `InlineOffset` (only
+    // `Builder::inline_offsets` makes one).
+    M::INLINE && unsafe { crate::inline::bits_of(offset) } <= INLINE_MAX
 }

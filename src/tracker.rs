@@ -466,6 +466,47 @@ where
         }
     }
 
+    /// Keeps each partition's latest offset in the tracker's partition
+    /// cells, inline, instead of keeping its record's slot for the flush:
+    /// the tracker built is of mode [`Inline<M>`](crate::mode::Inline),
+    /// for offsets of the primitive integer types
+    /// ([`InlineOffset`](crate::InlineOffset): Kafka's `i64`, `u64`, ...).
+    ///
+    /// What it saves: a send no longer takes a hold on its slot, hands the
+    /// hold of the record it displaces back, or publishes with a
+    /// read-modify-write: two locked steps fewer per send and ack of a
+    /// barrier tracker (four left of six; see the crate's `BENCHMARKS.md`),
+    /// and a resolved record's slot is free at once. Nothing else changes:
+    /// the same offsets are committed, with the same guarantees. An offset
+    /// whose bits do not fit in 47 (a negative `i64`, or one from 2^47 - 1
+    /// up) takes the held path, record by record.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::mode::Inline;
+    /// use inflight::Tracker;
+    ///
+    /// let tracker: Tracker<&str, i64, Inline> = Tracker::builder().inline_offsets().build();
+    /// let a = tracker.send("orders-0", 41).unwrap();
+    /// let b = tracker.send("orders-0", -1).unwrap(); // too wide: held, still kept
+    /// tracker.ack(a).unwrap();
+    /// tracker.ack(b).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::from_secs(1)).unwrap()["orders-0"], -1);
+    /// flush.commit().unwrap();
+    /// ```
+    pub fn inline_offsets(self) -> Builder<P, O, M::Inlined>
+    where
+        O: crate::InlineOffset,
+    {
+        Builder {
+            capacity: self.capacity,
+            progress: self.progress,
+            _types: PhantomData,
+            _mode: PhantomData,
+        }
+    }
+
     /// The tracker.
     pub fn build(self) -> Tracker<P, O, M> {
         Tracker::build(self.capacity, self.progress)

@@ -106,6 +106,8 @@ fn steady_state_batches_allocate_nothing() {
     each_mode!(tracker = [
         inflight::Tracker::new(),
         inflight::Tracker::builder().watermarks().build(),
+        inflight::Tracker::builder().inline_offsets().build(),
+        inflight::Tracker::builder().inline_offsets().watermarks().build(),
     ] {
         let mut tickets = Vec::with_capacity(256);
         let mut cycle = |tracker: &inflight::Tracker<u64, u64, _>, base: u64| {

@@ -176,7 +176,7 @@ fn panicking(at: u64) -> impl Iterator<Item = u64> {
 #[test]
 fn a_source_that_panics_mid_chunk_leaves_only_whole_chunks_sent() {
     for (at, sent) in [(0, 0), (10, 0), (63, 0), (64, 64), (70, 64), (130, 128)] {
-        each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+        each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
             let mut tickets = Vec::new();
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 tracker.send_batch(&"p", panicking(at), &mut tickets)
@@ -210,7 +210,7 @@ fn a_source_that_panics_mid_chunk_leaves_only_whole_chunks_sent() {
 
 #[test]
 fn tickets_that_panic_mid_batch_leave_the_resolved_ones_resolved() {
-    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let mut tickets = Vec::new();
         tracker.send_batch(&"p", 0_u64..10, &mut tickets).unwrap();
         tracker.send_batch(&"q", 0_u64..10, &mut tickets).unwrap();

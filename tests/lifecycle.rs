@@ -33,7 +33,7 @@ impl Wake for Count {
 
 #[test]
 fn revoke_releases_the_partitions_unresolved_records_and_nothing_else() {
-    each_mode!(tracker = [Tracker::builder().capacity(4).build(), Tracker::builder().capacity(4).watermarks().build()] {
+    each_mode!(tracker = [Tracker::builder().capacity(4).build(), Tracker::builder().capacity(4).watermarks().build(), Tracker::builder().capacity(4).inline_offsets().build(), Tracker::builder().capacity(4).inline_offsets().watermarks().build()] {
         let a = tracker.send("p", 1_u64).unwrap();
         let b = tracker.send("p", 2_u64).unwrap();
         let raw = tracker.send("p", 3_u64).unwrap().into_raw();
@@ -221,7 +221,7 @@ fn a_new_life_does_not_wait_behind_the_old_one() {
 
 #[test]
 fn drain_partition_waits_for_one_partition_only() {
-    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let watermarks = tracker.has_watermarks();
         let p1 = tracker.send("p", 1_u64).unwrap();
         let p2 = tracker.send("p", 2_u64).unwrap();
@@ -256,7 +256,7 @@ fn drain_partition_waits_for_one_partition_only() {
 
 #[test]
 fn is_partition_drained_looks_without_waiting_and_leaves_an_interrupt_to_the_wait() {
-    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let p1 = tracker.send("p", 1_u64).unwrap();
         let p2 = tracker.send("p", 2_u64).unwrap();
         let q = tracker.send("q", 1_u64).unwrap();
@@ -283,7 +283,7 @@ fn is_partition_drained_looks_without_waiting_and_leaves_an_interrupt_to_the_wai
 
 #[test]
 fn drain_partition_async_is_woken_by_the_partitions_last_ack() {
-    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let p = tracker.send("p", 1_u64).unwrap();
         let q = tracker.send("q", 1_u64).unwrap();
         let count = Arc::new(Count::default());
@@ -353,7 +353,7 @@ fn revokes_racing_sends_acks_and_commits() {
     // Under Miri, three windows of 8 per sender.
     const RECORDS: u64 = if cfg!(miri) { 24 } else { 6_000 };
     const PARTITIONS: u64 = 6;
-    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let watermarks = tracker.has_watermarks();
         let acked_ok: Mutex<HashSet<u64>> = Mutex::default();
         let reported: Mutex<Vec<u64>> = Mutex::default();

@@ -181,7 +181,7 @@ fn revokes_racing_acks_keep_the_mark_counts_exact() {
 /// trackers with and without watermarks.
 #[test]
 fn a_released_records_ticket_answers_revoked_after_its_slot_is_reused() {
-    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::builder().build(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let watermarks = tracker.has_watermarks();
         let released = tracker.send("p", 1).unwrap().into_raw();
         assert_eq!(tracker.revoke("p").released, 1);

@@ -194,7 +194,7 @@ fn stats_of_a_barrier_tracker() {
 /// report names it, oldest first, and the report itself takes nothing.
 #[test]
 fn the_report_names_the_records_a_dropped_ticket_left_behind() {
-    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build()] {
+    each_mode!(tracker = [Tracker::new(), Tracker::builder().watermarks().build(), Tracker::builder().inline_offsets().build(), Tracker::builder().inline_offsets().watermarks().build()] {
         let tracker = Arc::new(tracker);
         let old = tracker.send("orders", 10_u64).unwrap();
         tracker.begin_flush().unwrap().abort(); // a generation boundary

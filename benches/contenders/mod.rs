@@ -122,26 +122,63 @@ pub fn flush_once<C: Contender>(c: &C, timeout: Duration) -> bool {
 // ---------------------------------------------------------------------------
 // inflight
 
-/// This crate.
-pub struct Inflight(inflight::Tracker<u32, u64>);
+/// This crate, a barrier tracker of mode `M`: [`Inflight`] (the plain
+/// one) or [`InflightInline`] (offsets inline, `Builder::inline_offsets`).
+pub struct InflightOf<M: Made>(inflight::Tracker<u32, u64, M>);
 
-impl Inflight {
+/// This crate's barrier tracker.
+pub type Inflight = InflightOf<inflight::mode::Barrier>;
+
+/// This crate's barrier tracker with its offsets inline.
+#[allow(dead_code)] // used by `compare` and some benches
+pub type InflightInline = InflightOf<inflight::mode::Inline>;
+
+/// The barrier modes the contenders are built in.
+pub trait Made: inflight::mode::Mode + Sized {
+    /// The contender's name.
+    const NAME: &'static str;
+    /// A tracker of this mode, bounded by `capacity` if given.
+    fn make(capacity: Option<usize>) -> inflight::Tracker<u32, u64, Self>;
+}
+
+impl Made for inflight::mode::Barrier {
+    const NAME: &'static str = "inflight";
+    fn make(capacity: Option<usize>) -> inflight::Tracker<u32, u64, Self> {
+        match capacity {
+            Some(capacity) => inflight::Tracker::with_capacity(capacity),
+            None => inflight::Tracker::new(),
+        }
+    }
+}
+
+impl Made for inflight::mode::Inline {
+    const NAME: &'static str = "inflight_inline";
+    fn make(capacity: Option<usize>) -> inflight::Tracker<u32, u64, Self> {
+        let builder = inflight::Tracker::builder();
+        match capacity {
+            Some(capacity) => builder.capacity(capacity).inline_offsets().build(),
+            None => builder.inline_offsets().build(),
+        }
+    }
+}
+
+impl<M: Made> InflightOf<M> {
     /// A bounded tracker: every send takes a permit and every resolution
     /// gives it back (`compare`'s bounded table; a capacity the workload
     /// never reaches measures what the permits cost).
     #[allow(dead_code)] // used by `compare`, not by every bench
     pub fn with_capacity(capacity: usize) -> Self {
-        Self(inflight::Tracker::with_capacity(capacity))
+        Self(M::make(Some(capacity)))
     }
 }
 
-impl Contender for Inflight {
-    const NAME: &'static str = "inflight";
+impl<M: Made> Contender for InflightOf<M> {
+    const NAME: &'static str = M::NAME;
     type Token = inflight::Ticket;
-    type Flush<'a> = inflight::Flush<'a, u32, u64>;
+    type Flush<'a> = inflight::Flush<'a, u32, u64, M>;
 
     fn new() -> Self {
-        Self(inflight::Tracker::new())
+        Self(M::make(None))
     }
 
     #[inline]
@@ -178,7 +215,7 @@ impl Contender for Inflight {
     }
 }
 
-impl FlushCycle for inflight::Flush<'_, u32, u64> {
+impl<M: inflight::mode::Mode> FlushCycle for inflight::Flush<'_, u32, u64, M> {
     fn wait(&mut self, timeout: Duration) -> Option<HashMap<u32, u64>> {
         inflight::Flush::wait(self, timeout).ok()
     }

@@ -121,7 +121,7 @@ where
     /// let owed = refused.unwrap().into_inner().1;
     /// assert!(matches!(tracker.send("p", owed + 1), Err(SendError::OutOfOrder(..))));
     /// ```
-    pub fn progress(self, max_metadata_bytes: usize) -> Builder<P, O, mode::Progress> {
+    pub fn progress(self, max_metadata_bytes: usize) -> Builder<P, O, M::WithProgress> {
         Builder {
             capacity: self.capacity,
             progress: ProgressConfig {
@@ -146,7 +146,7 @@ where
 /// let progress = &tracker.progress()["orders-0"];
 /// assert_eq!((progress.next(), progress.encode().as_str()), (42, ""));
 /// ```
-impl<P, O> Tracker<P, O, mode::Progress>
+impl<P, O, M: mode::Progressive> Tracker<P, O, M>
 where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,

@@ -134,6 +134,21 @@ impl<O> Slab<O> {
         slot.state.fetch_or(LIVE, Ordering::Release);
     }
 
+    /// [`publish`](Self::publish) for a slot nothing holds (an inline
+    /// offset's record, see `cell`): a plain store, because nothing else
+    /// writes the state word of a slot nothing reaches before its publish
+    /// (a queue that links it writes only its own words until the record
+    /// is resolved; a revoke's scan only reads).
+    #[inline]
+    pub(crate) fn publish_unheld(&self, slot: &Slot<O>) {
+        // Relaxed: our own prepare's value.
+        let state = slot.state.load(Ordering::Relaxed);
+        debug_assert_eq!(state & HELD, 0);
+        // Release: as in `publish`; ordered against a revoke by the send's
+        // light barrier that follows, as `publish` is.
+        slot.state.store(state | LIVE, Ordering::Release);
+    }
+
     /// Takes the value back out of a prepared, unpublished slot that is not
     /// held, and frees the slot (empty: nothing left to drop).
     pub(crate) fn unprepare(&self, index: usize, slot: &Slot<O>) -> O {

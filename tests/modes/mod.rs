@@ -6,7 +6,7 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
-use inflight::mode::Barrier;
+use inflight::mode::{Barrier, Inline};
 use inflight::{Committable, Tracker};
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -32,16 +32,25 @@ pub trait Modal<P, O> {
     fn committable_with_stats(&self) -> Committable<P, O>;
 }
 
-impl<P, O> Modal<P, O> for Tracker<P, O, Barrier>
-where
-    P: Hash + Eq + Clone + Send + Sync,
-    O: Clone + Send + Sync,
-{
-    fn committable(&self) -> HashMap<P, O> {
-        HashMap::new()
-    }
+/// `Modal` for the barrier modes, plain and inline.
+macro_rules! barrier_modal {
+    ($($mode:ty),*) => {
+        $(
+            impl<P, O> Modal<P, O> for Tracker<P, O, $mode>
+            where
+                P: Hash + Eq + Clone + Send + Sync,
+                O: Clone + Send + Sync,
+            {
+                fn committable(&self) -> HashMap<P, O> {
+                    HashMap::new()
+                }
 
-    fn committable_with_stats(&self) -> Committable<P, O> {
-        Committable::default()
-    }
+                fn committable_with_stats(&self) -> Committable<P, O> {
+                    Committable::default()
+                }
+            }
+        )*
+    };
 }
+
+barrier_modal!(Barrier, Inline<Barrier>);

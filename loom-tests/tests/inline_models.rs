@@ -1,0 +1,145 @@
+//! Loom models of a tracker that keeps offsets inline in its partition
+//! cells (`Builder::inline_offsets`, I1-I4): a send whose publish is a
+//! plain store racing a revoke, and a send of an ended life racing a
+//! revoke and a send of the new life, with and without a seal between
+//! them, which must not leave the ended life's offset in the cell where
+//! the new life's was. See `models.rs` for how the models are written, and
+//! IMPLEMENTATION.md, "Offsets inline".
+#![cfg(loom)]
+
+use inflight::mode::Inline;
+use inflight::{ResolveError, Tracker};
+use loom::sync::Arc;
+use loom::thread;
+use std::time::Duration;
+
+mod common;
+
+use common::run_model;
+
+/// An inline tracker of the models' partitions, with `i64` offsets (a
+/// negative one takes the held path).
+type I = Tracker<&'static str, i64, Inline>;
+
+fn inline() -> I {
+    Tracker::builder().inline_offsets().build()
+}
+
+/// The offsets a flush begun now returns, committed, in order.
+fn flushed(tracker: &I) -> Vec<(&'static str, i64)> {
+    let mut flush = tracker.begin_flush().unwrap();
+    let mut offsets: Vec<_> = flush.wait(Duration::ZERO).unwrap().into_iter().collect();
+    flush.commit().unwrap();
+    offsets.sort();
+    offsets
+}
+
+/// I1. Model 25 (`revoke_vs_send_to_the_same_partition`) on an inline
+/// tracker, whose send publishes with a plain Release store: the record is
+/// released exactly once (by the scan or by its own send) and no flush
+/// reports it, or it belongs to the new life, is delivered and reported.
+#[test]
+fn revoke_vs_inline_send_to_the_same_partition() {
+    run_model("revoke_vs_inline_send_to_the_same_partition", || {
+        let tracker: Arc<I> = Arc::new(inline());
+        let zero = tracker.send("p", 0).unwrap();
+        tracker.ack(zero).unwrap();
+        let t2 = tracker.clone();
+        let sender = thread::spawn(move || t2.send("p", 1).unwrap());
+        let first = tracker.revoke("p");
+        let ticket = sender.join().unwrap();
+        match tracker.ack(ticket) {
+            Err(ResolveError::Revoked) => {
+                let second = tracker.revoke("p");
+                assert_eq!(
+                    first.released + second.released,
+                    1,
+                    "the released send is counted exactly once"
+                );
+                assert_eq!(flushed(&tracker), vec![], "an offset of the ended life");
+            }
+            Ok(()) => {
+                assert_eq!(first.released, 0, "delivered and released");
+                assert_eq!(flushed(&tracker), vec![("p", 1)], "the new life's record");
+                assert_eq!(
+                    tracker.revoke("p").released,
+                    0,
+                    "delivered and released late"
+                );
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// The race of I2-I4: a send of `stale` on another thread; here a revoke of
+/// its partition and a send of the new life (`new`, acked), then with
+/// `seal` an aborted flush. If the first send's ack answers `Revoked` it
+/// was of the ended life, and a flush reports `new`; if it was delivered,
+/// it belongs to the new life too, and the flush reports one of the two.
+fn stale_send_race(stale: i64, new: i64, seal: bool) {
+    let tracker: Arc<I> = Arc::new(inline());
+    let zero = tracker.send("p", 0).unwrap();
+    tracker.ack(zero).unwrap();
+    let t2 = tracker.clone();
+    let sender = thread::spawn(move || t2.send("p", stale).unwrap());
+    let _ = tracker.revoke("p");
+    let second = tracker.send("p", new).unwrap();
+    tracker.ack(second).unwrap();
+    if seal {
+        drop(tracker.begin_flush().unwrap()); // seals, then aborts
+    }
+    let ticket = sender.join().unwrap();
+    let ended = match tracker.ack(ticket) {
+        Ok(()) => false,
+        Err(ResolveError::Revoked) => true,
+        Err(e) => panic!("unexpected {e:?}"),
+    };
+    let offsets = flushed(&tracker);
+    if ended {
+        assert_eq!(offsets, vec![("p", new)], "the new life's offset is lost");
+    } else {
+        assert!(
+            offsets == vec![("p", stale)] || offsets == vec![("p", new)],
+            "{offsets:?}"
+        );
+    }
+    assert_eq!(tracker.in_flight(), 0);
+}
+
+/// I2. R1 (`stale_send_vs_revoke_and_new_send`) with both offsets inline:
+/// the cell's word keeps the life beside the offset, so the stale send's
+/// install gives up where the new life's offset is. Mutants
+/// `inline_life_dropped` (the word keeps no life) and
+/// `stale_displaces_new` are caught here.
+#[test]
+fn inline_stale_send_vs_revoke_and_new_send() {
+    run_model("inline_stale_send_vs_revoke_and_new_send", || {
+        stale_send_race(1, 2, false)
+    });
+}
+
+/// I3. I2 with a seal between: the stale offset may enter the later
+/// generation, and the fold must keep the new life's, by the lives the
+/// cells kept (widened against the partition's).
+#[test]
+fn inline_stale_send_vs_revoke_seal_and_new_send() {
+    run_model("inline_stale_send_vs_revoke_seal_and_new_send", || {
+        stale_send_race(1, 2, true)
+    });
+}
+
+/// I4. I2 with a stale offset too wide for the cell (held, in the cell's
+/// slot form) against a new life's inline one, and the reverse: the two
+/// forms share one cell and one life comparison.
+#[test]
+fn held_and_inline_sends_of_two_lives_share_the_cell() {
+    run_model("held_and_inline_sends_of_two_lives_share_the_cell", || {
+        stale_send_race(-1, 2, false)
+    });
+    run_model(
+        "held_and_inline_sends_of_two_lives_share_the_cell (reversed)",
+        || stale_send_race(1, -2, false),
+    );
+}
