@@ -35,6 +35,8 @@
 //! flush will return. Sends ordered by happens-before swap in that order;
 //! concurrent sends of one partition have no order of their own, and
 //! whichever swaps last is the latest (both are covered by the same flush).
+//! A tracker with offsets inline keeps the offset itself in the cell
+//! instead, and holds no slot (see `cell` for both formats).
 //! Cells live in [`Pages`], page `k` holding `64 << k` cells, allocated on
 //! first use; consecutive partition numbers go to different cache lines
 //! (see [`cell_index`]), so threads with partitions of their own do not

@@ -20,6 +20,7 @@
 //!
 //! The harness uses locks to record what it did; the tracker does not.
 
+use inflight::mode::Mode;
 use inflight::{FlushError, SendError, Ticket, Tracker};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -113,8 +114,8 @@ struct Committed {
     timeouts: usize,
 }
 
-fn sender(
-    tracker: &Tracker<u32, u64>,
+fn sender<M: Mode>(
+    tracker: &Tracker<u32, u64, M>,
     shared: &Shared,
     me: usize,
     records: u64,
@@ -158,7 +159,12 @@ fn sender(
     counters
 }
 
-fn acker(tracker: &Tracker<u32, u64>, shared: &Shared, me: usize, rx: mpsc::Receiver<Record>) {
+fn acker<M: Mode>(
+    tracker: &Tracker<u32, u64, M>,
+    shared: &Shared,
+    me: usize,
+    rx: mpsc::Receiver<Record>,
+) {
     let mut rng = Rng::new(100 + me as u64);
     let mut buffer: Vec<Record> = Vec::new();
     let ack_one = |buffer: &mut Vec<Record>, rng: &mut Rng| {
@@ -197,7 +203,7 @@ fn acker(tracker: &Tracker<u32, u64>, shared: &Shared, me: usize, rx: mpsc::Rece
     }
 }
 
-fn committer(tracker: &Tracker<u32, u64>, shared: &Shared) -> Committed {
+fn committer<M: Mode>(tracker: &Tracker<u32, u64, M>, shared: &Shared) -> Committed {
     let mut rng = Rng::new(7);
     let mut state = Committed::default();
     // Per stream: the highest counter returned by any Ok (committed or not).
@@ -307,7 +313,7 @@ fn committer(tracker: &Tracker<u32, u64>, shared: &Shared) -> Committed {
     state
 }
 
-fn run(tracker: Tracker<u32, u64>, records_per_sender: u64) {
+fn run<M: Mode>(tracker: Tracker<u32, u64, M>, records_per_sender: u64) {
     let streams = SENDERS * (OWN + 1);
     let shared = Shared {
         started: (0..streams).map(|_| AtomicU64::new(0)).collect(),
@@ -409,6 +415,13 @@ fn stress_unbounded_tracker_out_of_order_acks_random_aborts() {
 #[test]
 fn stress_bounded_tracker_out_of_order_acks_random_aborts() {
     run(Tracker::with_capacity(64), 30_000);
+}
+
+/// The unbounded run with offsets inline (`Builder::inline_offsets`): the
+/// partition cells keep the offsets, and slots are freed at resolution.
+#[test]
+fn stress_inline_tracker_out_of_order_acks_random_aborts() {
+    run(Tracker::builder().inline_offsets().build(), 100_000);
 }
 
 /// Many threads send to one partition and ack their own records at once,

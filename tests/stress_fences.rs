@@ -188,18 +188,29 @@ fn switched_off() {
     assert!(!inflight::uses_membarrier());
 }
 
+/// The flusher of the barrier runs: a flush that commits what it waited
+/// for, or aborts when a millisecond was not enough.
+fn barrier_flush<M: Mode>(tracker: &Tracker<u32, u64, M>) {
+    let Ok(mut flush) = tracker.begin_flush() else {
+        return;
+    };
+    match flush.wait(Duration::from_millis(1)) {
+        Ok(_) => flush.commit().unwrap(),
+        Err(_) => flush.abort(),
+    }
+}
+
 #[test]
 fn revokes_against_sends_acks_and_barrier_flushes() {
     let tracker = Tracker::<u32, u64>::new();
-    run(&tracker, |tracker| {
-        let Ok(mut flush) = tracker.begin_flush() else {
-            return;
-        };
-        match flush.wait(Duration::from_millis(1)) {
-            Ok(_) => flush.commit().unwrap(),
-            Err(_) => flush.abort(),
-        }
-    });
+    run(&tracker, barrier_flush);
+}
+
+#[test]
+fn revokes_against_sends_acks_and_barrier_flushes_with_offsets_inline() {
+    let tracker: Tracker<u32, u64, inflight::mode::Inline> =
+        Tracker::builder().inline_offsets().build();
+    run(&tracker, barrier_flush);
 }
 
 #[test]

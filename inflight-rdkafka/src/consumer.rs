@@ -72,7 +72,9 @@ pub fn commit_list(
 /// The tracker modes whose commit points the glue commits: progress
 /// trackers ([`mode::Progress`]: `next()` with its `encode()`d progress as
 /// metadata) and watermark trackers ([`mode::Watermarks`]: `committable()`
-/// `+ 1`, no metadata). Either way a commit point is a [`Progress`], in
+/// `+ 1`, no metadata), and both with offsets inline
+/// ([`mode::Inline`], from `Builder::inline_offsets`: Kafka's `i64`
+/// offsets qualify, and it saves two locked steps a record). Either way a commit point is a [`Progress`], in
 /// Kafka's convention (**next to read**).
 pub trait Resumable: Watermarked + Sized {
     /// The commit points that changed since the last call: for a progress
@@ -88,25 +90,43 @@ pub trait Resumable: Watermarked + Sized {
     fn revoked(revoked: &Revoked<i64>) -> Option<Progress>;
 }
 
-impl Resumable for mode::Progress {
-    fn changes(tracker: &Tracker<TopicPartition, i64, Self>) -> HashMap<TopicPartition, Progress> {
-        tracker.progress()
-    }
+/// `Resumable` for a progress mode and a watermark mode, plain and with
+/// offsets inline (`Builder::inline_offsets`): the same commit points.
+macro_rules! resumable {
+    (progress: $($progress:ty),*; watermarks: $($watermarks:ty),*) => {
+        $(
+            impl Resumable for $progress {
+                fn changes(
+                    tracker: &Tracker<TopicPartition, i64, Self>,
+                ) -> HashMap<TopicPartition, Progress> {
+                    tracker.progress()
+                }
 
-    fn revoked(_: &Revoked<i64>) -> Option<Progress> {
-        None
-    }
+                fn revoked(_: &Revoked<i64>) -> Option<Progress> {
+                    None
+                }
+            }
+        )*
+        $(
+            impl Resumable for $watermarks {
+                fn changes(
+                    tracker: &Tracker<TopicPartition, i64, Self>,
+                ) -> HashMap<TopicPartition, Progress> {
+                    watermark_points(tracker.committable())
+                }
+
+                fn revoked(revoked: &Revoked<i64>) -> Option<Progress> {
+                    revoked.committable.and_then(next_after)
+                }
+            }
+        )*
+    };
 }
 
-impl Resumable for mode::Watermarks {
-    fn changes(tracker: &Tracker<TopicPartition, i64, Self>) -> HashMap<TopicPartition, Progress> {
-        watermark_points(tracker.committable())
-    }
-
-    fn revoked(revoked: &Revoked<i64>) -> Option<Progress> {
-        revoked.committable.and_then(next_after)
-    }
-}
+resumable!(
+    progress: mode::Progress, mode::Inline<mode::Progress>;
+    watermarks: mode::Watermarks, mode::Inline<mode::Watermarks>
+);
 
 /// **Last done** `last` as Kafka's commit point, **next to read**.
 fn next_after(last: i64) -> Option<Progress> {
@@ -363,5 +383,32 @@ mod tests {
         let back = progress_of(&list);
         assert_eq!(back.len(), 1, "no commit: left out");
         assert_eq!(back[&TopicPartition::new("t", 0)], Progress::at(42));
+    }
+
+    #[test]
+    fn inline_trackers_give_the_same_commit_points() {
+        use inflight::mode::{Inline, Progress as ProgressMode, Watermarks};
+        fn points<M: Resumable>(tracker: Tracker<TopicPartition, i64, M>) -> Vec<(i32, u64)> {
+            let p = TopicPartition::new("t", 0);
+            for offset in [5, 6] {
+                let ticket = tracker.send(p.clone(), offset).unwrap();
+                tracker.ack(ticket).unwrap();
+            }
+            let mut points: Vec<_> = M::changes(&tracker)
+                .into_iter()
+                .map(|(tp, progress)| (tp.partition, progress.next()))
+                .collect();
+            points.sort_unstable();
+            points
+        }
+        let marks: Tracker<TopicPartition, i64, Watermarks> =
+            Tracker::builder().watermarks().build();
+        let inline_marks: Tracker<TopicPartition, i64, Inline<Watermarks>> =
+            Tracker::builder().inline_offsets().watermarks().build();
+        let inline_progress: Tracker<TopicPartition, i64, Inline<ProgressMode>> =
+            Tracker::builder().inline_offsets().progress(4096).build();
+        assert_eq!(points(marks), vec![(0, 7)], "next to read");
+        assert_eq!(points(inline_marks), vec![(0, 7)]);
+        assert_eq!(points(inline_progress), vec![(0, 7)]);
     }
 }

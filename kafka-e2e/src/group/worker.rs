@@ -22,7 +22,8 @@
 //! release.
 //!
 //! With metadata the tracker is a progress tracker
-//! ([`Builder::progress`](inflight::Builder::progress)), whose progress
+//! ([`Builder::progress`](inflight::Builder::progress), with offsets
+//! inline: `HandOffContext<Inline<Progress>>`), whose progress
 //! past the first gap is saved and read back; without, a watermark
 //! tracker (`HandOffContext<Watermarks>`), which commits
 //! [`committable`](Tracker::committable) `+ 1` and nothing past it.
@@ -34,7 +35,7 @@ use super::saves::Reported;
 use super::Rng;
 use crate::kafka::{self, client_config};
 use crate::Error;
-use inflight::mode::Watermarks;
+use inflight::mode::{Inline, Progress, Watermarks};
 use inflight::{SendError, Tracker};
 use inflight_rdkafka::producer::is_queue_full;
 use inflight_rdkafka::{
@@ -147,8 +148,10 @@ type SinkProducer<M> = ThreadedProducer<TrackingContext<TopicPartition, i64, M>>
 pub fn run(config: WorkerConfig, stop: &AtomicBool, events: Events) -> Result<WorkerReport, Error> {
     kafka::check_reachable(&config.brokers, kafka::CONNECT_TIMEOUT)?;
     if config.metadata {
-        let tracker = Tracker::builder().progress(4096).build();
-        run_with(config, Arc::new(tracker), stop, events)
+        // Offsets inline (Kafka's `i64` qualifies): the run with metadata
+        // takes the inline path end to end, the run without the held one.
+        let tracker = Tracker::builder().inline_offsets().progress(4096).build();
+        run_with::<Inline<Progress>>(config, Arc::new(tracker), stop, events)
     } else {
         let tracker = Tracker::builder().watermarks().build();
         run_with::<Watermarks>(config, Arc::new(tracker), stop, events)
