@@ -157,7 +157,7 @@ where
         // Nothing below can fail or run user code but the wakers at the end.
         let mut chunk = std::mem::ManuallyDrop::new(chunk);
         let latest = self.latest_of(last, last_slot, held);
-        match generation.install(number, latest, life, M::INLINE) {
+        match generation.install(number, latest, (life, &lifecycle.life), M::INLINE) {
             Installed::First => {}
             // As in `send`: frees the displaced record's slot if resolved.
             Installed::Displaced(displaced) => self.slots.release(displaced, HELD),

@@ -21,11 +21,16 @@
 //! CAS, to displace a record of a newer life (a send that raced a revoke,
 //! see "A send of an ended life" in `revoke`): the cell never holds an
 //! ended life's offset where a newer life's was. The inline format keeps
-//! the life's low 16 bits, compared as serial numbers, and a flush widens
-//! them against the partition's current life ([`widen`]): exact while the
-//! record's life is fewer than 2^15 revokes of its partition behind when
-//! the flush folds its generation (a send straddling 32,768 revokes of its
-//! own partition, or a generation left unflushed that long).
+//! the life's low 16 bits, compared as serial numbers: an install that
+//! finds a word "newer" looks at the partition's life again, and displaces
+//! the word if the life has not moved (its bits alias an older life's; see
+//! `Generation::install`). Every [`CLEAR_EVERY`] lives a revoke clears
+//! its partition's inline offsets of other lives from every generation not
+//! yet folded (`Generation::forget_ended`), so no cell is 2^15 lives
+//! behind its partition's, however long a generation stays unflushed, and
+//! a flush widens the bits against the partition's life ([`widen`])
+//! exactly. Exact short of a send that straddles 2^14 revokes of its own
+//! partition.
 
 /// The partition's latest record of a generation, as a cell names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,13 +116,24 @@ pub(crate) fn life_of(word: u64, inline: bool) -> u32 {
     }
 }
 
-/// The whole life whose low 16 bits are `low`, taking it to be at most
-/// 2^15 revokes behind `current` (the partition's life now) and not ahead
-/// of it by as many: the life of a send's record never passes its
+/// The whole life whose low 16 bits are `low`: the latest at or before
+/// `current` (the partition's life now); a record's life never passes its
 /// partition's.
 pub(crate) fn widen(low: u32, current: u32) -> u32 {
-    let behind = (current as u16).wrapping_sub(low as u16) as i16;
-    current.wrapping_sub(behind as i32 as u32)
+    let behind = (current as u16).wrapping_sub(low as u16);
+    current.wrapping_sub(u32::from(behind))
+}
+
+/// How often a revoke clears its partition's inline cells of ended lives
+/// (see `Generation::forget_ended`): every 2^14 lives, so that a cell's
+/// life is never as much as 2^15 behind its partition's, and its 16 bits
+/// never alias another life's.
+pub(crate) const CLEAR_EVERY: u32 = 1 << 14;
+
+/// Whether an inline word holds an offset (not a slot) of a life other
+/// than `life`, by its 16 bits: what `forget_ended` clears.
+pub(crate) fn ended_bits(word: u64, life: u32) -> bool {
+    matches!(latest(word, true), Some(Latest::Bits(_))) && life_of(word, true) != life & 0xffff
 }
 
 #[cfg(test)]
@@ -163,12 +179,26 @@ mod tests {
     }
 
     #[test]
-    fn widen_recovers_lives_up_to_2_pow_15_behind() {
+    fn widen_recovers_lives_up_to_2_pow_16_behind_and_never_ahead() {
         for current in [0_u32, 1, 5, 0xffff, 0x1_0000, 0x1_0005, u32::MAX] {
-            for behind in [0_u32, 1, 3, (1 << 15) - 1] {
+            for behind in [0_u32, 1, 3, (1 << 15) - 1, 1 << 15, (1 << 16) - 1] {
                 let life = current.wrapping_sub(behind);
                 assert_eq!(widen(life & 0xffff, current), life, "{current} {behind}");
             }
         }
+    }
+
+    #[test]
+    fn only_offsets_of_other_lives_are_forgotten() {
+        assert!(ended_bits(word(Latest::Bits(1), 3, true), 4));
+        assert!(
+            !ended_bits(word(Latest::Bits(1), 4, true), 4),
+            "the current life"
+        );
+        assert!(
+            !ended_bits(word(Latest::Slot(1), 3, true), 4),
+            "a held slot"
+        );
+        assert!(!ended_bits(0, 4), "empty");
     }
 }

@@ -501,8 +501,9 @@ fn fold<P, O, M: Mode>(carry: &mut Carry, generation: &Generation, tracker: &Tra
             // A held slot's life is its own (whole, in either format).
             Latest::Slot(slot) => (Kept::Slot(slot), slots.slot_of(slot).life()),
             Latest::Bits(bits) => {
-                // The cell kept the life's low 16 bits: the record's life
-                // is the newest at most 2^15 behind the partition's now.
+                // The cell kept the life's low 16 bits, of a life less than
+                // 2^15 behind the partition's (revokes clear older ones:
+                // see `cell::CLEAR_EVERY`): widened against its life now.
                 let now = tracker.partitions.life(partition).map_or(0, |l| {
                     // Acquire: as in `is_current`.
                     l.load(Ordering::Acquire)

@@ -46,7 +46,7 @@ use crate::cell::{self, Latest};
 use crate::counts::{Snapshot, SHARDS};
 use crate::pages::Pages;
 use crate::sync::epoch::Atomic;
-use crate::sync::{AtomicPtr, AtomicU64, CachePadded, LeakCheck, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, CachePadded, LeakCheck, Ordering};
 use std::time::Instant;
 
 /// What each count word not yet captured adds to a generation's pending
@@ -264,12 +264,18 @@ impl Generation {
     /// tracker's mode, a constant; see `cell`). The caller's record is in
     /// this generation and unresolved, so the generation cannot be folded
     /// meanwhile.
+    ///
+    /// In the inline format a cell keeps its life's low 16 bits, which a
+    /// word of an older life may alias as newer (a generation left
+    /// unflushed across 2^15 revokes): the install then looks at
+    /// `partition_life` again, and displaces the word if it still reads
+    /// `life` (see below).
     #[inline(always)]
     pub(crate) fn install(
         &self,
         partition: usize,
         latest: Latest,
-        life: u32,
+        (life, partition_life): (u32, &AtomicU32),
         inline: bool,
     ) -> Installed {
         debug_assert!(partition < MAX_PARTITIONS);
@@ -297,7 +303,13 @@ impl Generation {
                 // after this sees the bump too (the send then releases its
                 // record as a late one).
                 crate::sync::fence(Ordering::Acquire);
-                return Installed::Outranked;
+                // Acquire: as the send's own load. If a newer life's send
+                // wrote the word, this load sees its bump (by the fence
+                // above); so a life still ours means the word is of an
+                // older life whose 16 bits alias a newer one: displace it.
+                if !inline || partition_life.load(Ordering::Acquire) != life {
+                    return Installed::Outranked;
+                }
             }
             // AcqRel: Release publishes our slot's prepared state (or, for
             // an inline offset, nothing the cell does not carry) to
@@ -316,10 +328,31 @@ impl Generation {
         }
     }
 
+    /// Clears `partition`'s cell if it keeps an inline offset of a life
+    /// other than `life`, the partition's new one (a revoke's, every
+    /// `cell::CLEAR_EVERY` lives): ended, so never reported, and its 16
+    /// bits must not be left to alias a later life's. A held slot is left
+    /// alone (its hold is the cell's, and its life is whole in the slot).
+    /// The generation may be folding meanwhile: a fold that read the word
+    /// first keeps an ended life's offset, which is never reported; one
+    /// that reads the cleared word keeps nothing of it.
+    pub(crate) fn forget_ended(&self, partition: usize, life: u32) {
+        let Some(cell) = self.cells.get(cell_index(partition)) else {
+            return;
+        };
+        // Relaxed: only the word's value matters; the CAS decides.
+        let word = cell.load(Ordering::Relaxed);
+        if cell::ended_bits(word, life) {
+            // Relaxed, both: an inline word publishes nothing but itself. A
+            // send that displaced it meanwhile wins, and its word stays.
+            let _ = cell.compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
     /// Calls `f(partition, latest, life)` for every cell that holds a
     /// record (`life` as the cell keeps it: its low 16 bits in the inline
     /// format, see `cell::widen`). Only for a drained generation, whose
-    /// cells are final.
+    /// cells are final (but for a revoke's `forget_ended`).
     pub(crate) fn for_each_cell(&self, inline: bool, mut f: impl FnMut(usize, Latest, u32)) {
         self.cells.for_each(|index, cell| {
             // Relaxed: the caller's Acquire read of `pending` == 0 ordered
@@ -422,14 +455,23 @@ mod tests {
     #[test]
     fn inline_cells_keep_offsets_and_hand_back_only_slots() {
         let g = Generation::new(0, std::ptr::null());
-        let inline = |p, latest, life| g.install(p, latest, life, true);
+        let word = AtomicU32::new(0);
+        let inline = |p, latest, life| {
+            word.store(life, Ordering::Relaxed);
+            g.install(p, latest, (life, &word), true)
+        };
         assert_eq!(inline(3, Bits(40), 5), Installed::First);
         assert_eq!(
             inline(3, Bits(41), 5),
             Installed::First,
             "an offset holds nothing"
         );
-        assert_eq!(inline(3, Bits(39), 4), Installed::Outranked, "stale");
+        word.store(5, Ordering::Relaxed);
+        assert_eq!(
+            g.install(3, Bits(39), (4, &word), true),
+            Installed::Outranked,
+            "stale"
+        );
         assert_eq!(
             inline(3, Slot(8), 5),
             Installed::First,
@@ -442,10 +484,21 @@ mod tests {
         );
         assert_eq!(inline(9, Bits(0), 0), Installed::First);
         assert_eq!(cells(&g, true), vec![(3, Bits(43), 6), (9, Bits(0), 0)]);
+        // Life 6 + 2^15 + 1 reads 6's word as newer; its life has not moved
+        // on, so the word is of an older life that aliases: displaced.
+        let later = 6 + (1 << 15) + 1;
+        assert_eq!(inline(3, Bits(44), later), Installed::First);
+        assert_eq!(cells(&g, true)[0], (3, Bits(44), later & 0xffff));
     }
 
     fn install(g: &Generation, partition: usize, slot: usize, life: u32) -> Installed {
-        g.install(partition, Slot(slot), life, false)
+        // The held format never looks at the partition's life again.
+        g.install(
+            partition,
+            Slot(slot),
+            (life, &AtomicU32::new(u32::MAX)),
+            false,
+        )
     }
 
     fn cells(g: &Generation, inline: bool) -> Vec<(usize, Latest, u32)> {

@@ -240,6 +240,16 @@ where
                 room |= r;
             }
         }
+        // Offsets inline keep 16 bits of their life: every 2^14 lives, clear
+        // this partition's offsets of other lives from every generation not
+        // yet folded, so none is left to alias a later life (see `cell`;
+        // `tests/inline.rs` checks it across 2^16 revokes).
+        if M::INLINE && life % crate::cell::CLEAR_EVERY == 0 {
+            let guard = crate::sync::epoch::pin();
+            self.walk(&guard, None, |generation| {
+                generation.forget_ended(number as usize, life);
+            });
+        }
         // On a watermark tracker the released records are passed now (or by
         // the thread advancing), which makes the ended life's watermark
         // final and gives their permits back (and those of the acked records

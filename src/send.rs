@@ -230,7 +230,7 @@ where
         lifecycle: &Lifecycle,
     ) -> Ticket {
         let latest = self.latest_of(index, slot, held);
-        match generation.install(number, latest, life, M::INLINE) {
+        match generation.install(number, latest, (life, &lifecycle.life), M::INLINE) {
             Installed::First => {}
             // Frees the displaced record's slot if it was resolved; its
             // offset is dropped at the slot's reuse, not here.

@@ -189,3 +189,46 @@ fn every_mode_comes_inline() {
     resumable.ack(stuck).unwrap();
     assert_eq!(flushed(&resumable)["p"], 11);
 }
+
+/// A cell keeps its life's low 16 bits, and a generation may stay
+/// unflushed across any number of revokes of its partitions: the cell of an
+/// ended life is never reported, whatever its bits alias, and never keeps
+/// a current life's offset out (a review's cases).
+#[test]
+#[cfg_attr(miri, ignore = "65,536 revokes: minutes under Miri")]
+fn an_unflushed_cell_survives_any_number_of_revokes() {
+    let revokes = |tracker: &Tracker<&'static str, u64, Inline>, n: u32| {
+        for _ in 0..n {
+            assert_eq!(tracker.revoke("p").released, 0);
+        }
+    };
+    // 2^16 revokes: the cell's bits read as the current life's.
+    let tracker = inline::<u64>();
+    done(&tracker, "p", 1);
+    done(&tracker, "q", 1);
+    revokes(&tracker, 1 << 16);
+    assert_eq!(
+        flushed(&tracker),
+        HashMap::from([("q", 1)]),
+        "p's life 0 ended"
+    );
+    // Between 2^15 and 2^16: the cell's bits read as a newer life's.
+    for abort_first in [false, true] {
+        let tracker = inline::<u64>();
+        done(&tracker, "p", 1);
+        revokes(&tracker, 40_000);
+        if abort_first {
+            let mut flush = tracker.begin_flush().unwrap();
+            assert!(flush.wait(GENEROUS).unwrap().is_empty(), "life 0 ended");
+            flush.abort();
+        }
+        done(&tracker, "p", 2);
+        assert_eq!(
+            flushed(&tracker),
+            HashMap::from([("p", 2)]),
+            "abort: {abort_first}"
+        );
+        done(&tracker, "p", 3);
+        assert_eq!(flushed(&tracker), HashMap::from([("p", 3)]));
+    }
+}
