@@ -17,10 +17,11 @@
 //! anything or while a guard can back the chunk out; see [`Chunk`] and
 //! [`Resolving`].
 
+use crate::cell::Latest;
 use crate::counts::{entered_at, entered_from, Route, Shards, SHARDS};
 use crate::generation::{Generation, Installed};
 use crate::mode::Mode;
-use crate::send::fits_inline;
+use crate::send::inline_bits;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::thread_index;
 use crate::ticket::{RawTicket, Ticket};
@@ -113,7 +114,8 @@ where
         // unless the tracker keeps its offset inline, in the cell itself.
         let (last, tag, last_slot) = chunk.get(n - 1);
         // SAFETY: the slot is ours until it is published.
-        let held = !fits_inline::<O, M>(unsafe { last_slot.value() });
+        let bits = inline_bits::<O, M>(unsafe { last_slot.value() });
+        let held = bits.is_none();
         if held && tag == 0 {
             chunk.set_tag(n - 1, self.slots.stamp(last_slot, HELD));
         } else if held {
@@ -156,7 +158,7 @@ where
         }
         // Nothing below can fail or run user code but the wakers at the end.
         let mut chunk = std::mem::ManuallyDrop::new(chunk);
-        let latest = self.latest_of(last, last_slot, held);
+        let latest = bits.map_or(Latest::Slot(last), Latest::Bits);
         match generation.install(number, latest, (life, &lifecycle.life), M::INLINE) {
             Installed::First => {}
             // As in `send`: frees the displaced record's slot if resolved.

@@ -31,7 +31,7 @@ mod sealed {
 ///
 /// # Safety
 ///
-/// `O` must be an [`InlineOffset`] type: the tracker's mode is
+/// SAFETY: `O` must be an [`InlineOffset`] type: the tracker's mode is
 /// [`Inline`](crate::mode::Inline), which only
 /// [`Builder::inline_offsets`](crate::Builder::inline_offsets) makes,
 /// and only for such an `O`.
@@ -58,7 +58,7 @@ pub(crate) unsafe fn bits_of<O>(offset: &O) -> u64 {
 ///
 /// # Safety
 ///
-/// As [`bits_of`]: `O` is an [`InlineOffset`] type.
+/// SAFETY: as [`bits_of`], `O` must be an [`InlineOffset`] type.
 #[inline]
 pub(crate) unsafe fn from_bits<O>(bits: u64) -> O {
     // Not a `const` assertion: callers name wider types in branches the

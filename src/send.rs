@@ -133,12 +133,11 @@ where
         // newer record may release the hold at any moment; and queued, on a
         // watermark tracker, until the watermark passes it. An inline
         // tracker keeps an offset that fits in the cell itself: no hold.
-        let holds = if M::WATERMARKS { QUEUE_HOLDS } else { 0 }
-            | if fits_inline::<O, M>(&offset) {
-                0
-            } else {
-                HELD
-            };
+        let bits = inline_bits::<O, M>(&offset);
+        let holds =
+            if M::WATERMARKS { QUEUE_HOLDS } else { 0 } | if bits.is_some() { 0 } else { HELD };
+        // What the partition's cell will name: the offset, or the slot.
+        let latest = bits.map_or(Latest::Slot(index), Latest::Bits);
         // `number` < MAX_PARTITIONS < 2^32.
         let tag = self.slots.prepare(slot, offset, number as u32, life, holds);
         // No user code runs from `prepare` to the end of `enter` (a
@@ -190,8 +189,7 @@ where
             // Before publishing: the record's resolution must find it linked.
             watermarks.link(&self.slots, number, index);
         }
-        let held = holds & HELD != 0;
-        let record = (tag, life, held);
+        let record = (tag, life, latest);
         Ok(self.install_and_publish(generation, number, (index, slot), record, lifecycle))
     }
 
@@ -226,10 +224,10 @@ where
         generation: &Generation,
         number: usize,
         (index, slot): (usize, &Slot<O>),
-        (tag, life, held): (u32, u32, bool),
+        (tag, life, latest): (u32, u32, Latest),
         lifecycle: &Lifecycle,
     ) -> Ticket {
-        let latest = self.latest_of(index, slot, held);
+        let held = matches!(latest, Latest::Slot(_));
         match generation.install(number, latest, (life, &lifecycle.life), M::INLINE) {
             Installed::First => {}
             // Frees the displaced record's slot if it was resolved; its
@@ -269,21 +267,6 @@ where
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
         Ticket::new(self.id, index, tag)
-    }
-
-    /// What a prepared, unpublished slot of ours puts in its partition's
-    /// cell: its offset, on an inline tracker, if it took no hold (see
-    /// [`fits_inline`]); otherwise the slot.
-    #[inline(always)]
-    pub(crate) fn latest_of(&self, index: usize, slot: &Slot<O>, held: bool) -> Latest {
-        if M::INLINE && !held {
-            // SAFETY: the slot is ours until its publish (so its value is
-            // ours to read), and an inline mode's `O` is an `InlineOffset`
-            // (only `Builder::inline_offsets` makes one).
-            Latest::Bits(unsafe { crate::inline::bits_of(slot.value()) })
-        } else {
-            Latest::Slot(index)
-        }
     }
 
     /// The end of a send on a progress tracker: the record is linked with
@@ -336,9 +319,16 @@ where
                 Refusal::Stale => self.send_noting(partition, offset, wait),
             };
         }
-        let held = undo.holds & HELD != 0;
+        // What `send` put in `latest`, read back from the prepared slot
+        // (ours until its publish): the offset if it took no hold.
+        let latest = if undo.holds & HELD != 0 {
+            Latest::Slot(index)
+        } else {
+            // SAFETY: as `value`'s contract: the slot is ours, prepared.
+            inline_bits::<O, M>(unsafe { slot.value() }).map_or(Latest::Slot(index), Latest::Bits)
+        };
         std::mem::forget(undo);
-        let record = (tag, life, held);
+        let record = (tag, life, latest);
         let ticket = self.install_and_publish(generation, number, (index, slot), record, lifecycle);
         let unwinding = FailOnUnwind {
             tracker: self,
@@ -725,12 +715,17 @@ impl<P, O, M: Mode> Drop for Undo<'_, P, O, M> {
     }
 }
 
-/// Whether a tracker of mode `M` keeps `offset` in its partition's cell:
-/// an inline mode, and bits that fit (see `cell`); a larger offset takes
-/// the held path. A constant `false` for the plain modes.
+/// The bits of `offset` if a tracker of mode `M` keeps it in its
+/// partition's cell: an inline mode, and bits that fit (see `cell`); a
+/// larger offset takes the held path. A constant `None` for the plain
+/// modes.
 #[inline(always)]
-pub(crate) fn fits_inline<O, M: Mode>(offset: &O) -> bool {
+pub(crate) fn inline_bits<O, M: Mode>(offset: &O) -> Option<u64> {
+    if !M::INLINE {
+        return None;
+    }
     // SAFETY: an inline mode's `O` is an `InlineOffset` (only
     // `Builder::inline_offsets` makes one).
-    M::INLINE && unsafe { crate::inline::bits_of(offset) } <= INLINE_MAX
+    let bits = unsafe { crate::inline::bits_of(offset) };
+    (bits <= INLINE_MAX).then_some(bits)
 }

@@ -41,35 +41,7 @@ fn flushed(tracker: &I) -> Vec<(&'static str, i64)> {
 #[test]
 fn revoke_vs_inline_send_to_the_same_partition() {
     run_model("revoke_vs_inline_send_to_the_same_partition", || {
-        let tracker: Arc<I> = Arc::new(inline());
-        let zero = tracker.send("p", 0).unwrap();
-        tracker.ack(zero).unwrap();
-        let t2 = tracker.clone();
-        let sender = thread::spawn(move || t2.send("p", 1).unwrap());
-        let first = tracker.revoke("p");
-        let ticket = sender.join().unwrap();
-        match tracker.ack(ticket) {
-            Err(ResolveError::Revoked) => {
-                let second = tracker.revoke("p");
-                assert_eq!(
-                    first.released + second.released,
-                    1,
-                    "the released send is counted exactly once"
-                );
-                assert_eq!(flushed(&tracker), vec![], "an offset of the ended life");
-            }
-            Ok(()) => {
-                assert_eq!(first.released, 0, "delivered and released");
-                assert_eq!(flushed(&tracker), vec![("p", 1)], "the new life's record");
-                assert_eq!(
-                    tracker.revoke("p").released,
-                    0,
-                    "delivered and released late"
-                );
-            }
-            Err(e) => panic!("unexpected {e:?}"),
-        }
-        assert_eq!(tracker.in_flight(), 0);
+        common::revoke_vs_send(inline(), |o| o as i64, |&o| o as u64)
     });
 }
 

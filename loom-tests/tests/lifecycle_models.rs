@@ -61,44 +61,7 @@ fn revoke_vs_ack_of_the_same_record() {
 #[test]
 fn revoke_vs_send_to_the_same_partition() {
     run_model("revoke_vs_send_to_the_same_partition", || {
-        let tracker: Arc<T> = Arc::new(Tracker::new());
-        let zero = tracker.send("p", off(0)).unwrap();
-        tracker.ack(zero).unwrap();
-        let t2 = tracker.clone();
-        let sender = thread::spawn(move || t2.send("p", off(1)).unwrap());
-        let first = tracker.revoke("p");
-        let ticket = sender.join().unwrap();
-        match tracker.ack(ticket) {
-            Err(ResolveError::Revoked) => {
-                let second = tracker.revoke("p");
-                assert_eq!(
-                    (first.released, second.released),
-                    if first.released == 1 { (1, 0) } else { (0, 1) },
-                    "the released send is counted exactly once"
-                );
-                let mut flush = tracker.begin_flush().unwrap();
-                assert_eq!(
-                    plain(flush.wait(Duration::ZERO).unwrap()),
-                    vec![],
-                    "an offset of the ended life"
-                );
-                flush.commit().unwrap();
-            }
-            Ok(()) => {
-                assert_eq!(first.released, 0, "delivered and released");
-                let mut flush = tracker.begin_flush().unwrap();
-                assert_eq!(
-                    plain(flush.wait(Duration::ZERO).unwrap()),
-                    vec![("p", 1)],
-                    "a record of the new life is reported"
-                );
-                flush.commit().unwrap();
-                let second = tracker.revoke("p");
-                assert_eq!(second.released, 0, "delivered and released late");
-            }
-            Err(e) => panic!("unexpected {e:?}"),
-        }
-        assert_eq!(tracker.in_flight(), 0);
+        common::revoke_vs_send(Tracker::new(), off, |o| **o)
     });
 }
 

@@ -120,3 +120,64 @@ pub fn close_then_drain_vs_send(without_shard: bool) {
     }
     tracker.drain(Duration::ZERO).unwrap();
 }
+
+/// Model 25's race (and I1's, on an inline tracker): a send of offset 1
+/// on another thread against a revoke of its partition, which has one
+/// acked record (offset 0). Either the record belongs to the ended life
+/// and is released, by the revoke's scan or by its own send (which counts
+/// it for this revoke or the next): its ack answers `Revoked`, the two
+/// revokes count it exactly once, and no flush reports it. Or it belongs
+/// to the new life: delivered, counted by no revoke, and reported. Never
+/// both, never neither; nothing is in flight at the end. `value` reads an
+/// offset back as a number.
+pub fn revoke_vs_send<O, M>(
+    tracker: Tracker<&'static str, O, M>,
+    off: fn(u64) -> O,
+    value: fn(&O) -> u64,
+) where
+    O: Clone + Send + Sync + std::fmt::Debug + 'static,
+    M: inflight::mode::Mode,
+{
+    use inflight::ResolveError;
+    let tracker = Arc::new(tracker);
+    let flushed = |tracker: &Tracker<&'static str, O, M>| {
+        let mut flush = tracker.begin_flush().unwrap();
+        let offsets: Vec<_> = flush
+            .wait(Duration::ZERO)
+            .unwrap()
+            .iter()
+            .map(|(&p, o)| (p, value(o)))
+            .collect();
+        flush.commit().unwrap();
+        offsets
+    };
+    let zero = tracker.send("p", off(0)).unwrap();
+    tracker.ack(zero).unwrap();
+    let t2 = tracker.clone();
+    let sender = loom::thread::spawn(move || t2.send("p", off(1)).unwrap());
+    let first = tracker.revoke("p");
+    let ticket = sender.join().unwrap();
+    match tracker.ack(ticket) {
+        Err(ResolveError::Revoked) => {
+            let second = tracker.revoke("p");
+            assert_eq!(
+                (first.released, second.released),
+                if first.released == 1 { (1, 0) } else { (0, 1) },
+                "the released send is counted exactly once"
+            );
+            assert_eq!(flushed(&tracker), vec![], "an offset of the ended life");
+        }
+        Ok(()) => {
+            assert_eq!(first.released, 0, "delivered and released");
+            assert_eq!(
+                flushed(&tracker),
+                vec![("p", 1)],
+                "a record of the new life is reported"
+            );
+            let second = tracker.revoke("p");
+            assert_eq!(second.released, 0, "delivered and released late");
+        }
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    assert_eq!(tracker.in_flight(), 0);
+}
