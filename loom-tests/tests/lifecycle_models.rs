@@ -88,37 +88,7 @@ fn revoke_vs_send_reusing_a_freed_slot() {
         let revoker = thread::spawn(move || t2.revoke("p"));
         let ticket = tracker.send("p", off(2)).unwrap(); // reuses a's slot
         let first = revoker.join().unwrap();
-        match tracker.ack(ticket) {
-            Err(ResolveError::Revoked) => {
-                let second = tracker.revoke("p");
-                assert_eq!(
-                    (first.released, second.released),
-                    if first.released == 1 { (1, 0) } else { (0, 1) },
-                    "the released send is counted exactly once"
-                );
-                let mut flush = tracker.begin_flush().unwrap();
-                assert_eq!(
-                    plain(flush.wait(Duration::ZERO).unwrap()),
-                    vec![],
-                    "an offset of the ended life"
-                );
-                flush.commit().unwrap();
-            }
-            Ok(()) => {
-                assert_eq!(first.released, 0, "delivered and released");
-                let mut flush = tracker.begin_flush().unwrap();
-                assert_eq!(
-                    plain(flush.wait(Duration::ZERO).unwrap()),
-                    vec![("p", 2)],
-                    "a record of the new life is reported"
-                );
-                flush.commit().unwrap();
-                let second = tracker.revoke("p");
-                assert_eq!(second.released, 0, "delivered and released late");
-            }
-            Err(e) => panic!("unexpected {e:?}"),
-        }
-        assert_eq!(tracker.in_flight(), 0);
+        common::check_revoke_outcome(&tracker, first.released, ticket, 2, |o| **o);
     });
 }
 
