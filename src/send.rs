@@ -124,7 +124,10 @@ where
             self.slots.recycle_slot(index, slot);
             let limit = Limit::Capacity;
             let refused = self.refuse_full((partition, offset, limit), number, seq, life);
-            if matches!(refused, SendError::Full(..)) {
+            // A capacity of 0 refuses every record for good: nothing will
+            // make room, so `send_timeout` and `send_async` answer at once,
+            // as for any permanent refusal (review 4).
+            if matches!(refused, SendError::Full(..)) && self.capacity() != Some(0) {
                 *wait = Wait::Permit;
             }
             return Err(refused);

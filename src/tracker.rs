@@ -409,6 +409,10 @@ where
     O: Clone + Send + Sync,
 {
     /// Bounds the records in flight, as [`Tracker::with_capacity`] does.
+    /// A capacity of 0 refuses every record, for good: `send`,
+    /// [`send_timeout`](Tracker::send_timeout) and
+    /// [`send_async`](Tracker::send_async) all answer
+    /// [`SendError::Full`](crate::SendError::Full) at once.
     ///
     /// With [watermarks](Self::watermarks) (or [progress](Self::progress)),
     /// a record holds its place in the capacity until the watermark has

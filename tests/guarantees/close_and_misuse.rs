@@ -151,6 +151,54 @@ fn g11_capacity_zero_refuses_every_send_with_its_record() {
     assert_eq!(flush.wait(Duration::ZERO), Ok(HashMap::new()));
 }
 
+/// A capacity of 0 is a permanent refusal: `send_timeout` with no deadline
+/// and `send_async` answer `Full` at once, as for a tracker out of slots
+/// (review 4, item 8: they waited for room that nothing makes; the
+/// timeout here is unbounded, so the old code never returned).
+#[test]
+fn g11_capacity_zero_answers_full_at_once_when_waiting_for_room() {
+    use inflight::Limit;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let barrier = Tracker::<&str, u64>::with_capacity(0);
+    let watermarks: inflight::WatermarkTracker<&str, u64> =
+        Tracker::builder().capacity(0).watermarks().build();
+    let progress: inflight::ProgressTracker<&str, u64> =
+        Tracker::builder().capacity(0).progress(64).build();
+    let timed = [
+        barrier.send_timeout("p", 1, Duration::MAX),
+        watermarks.send_timeout("p", 1, Duration::MAX),
+        progress.send_timeout("p", 1, Duration::MAX),
+    ];
+    for refused in timed {
+        assert!(
+            matches!(refused, Err(SendError::Full("p", 1, Limit::Capacity))),
+            "{refused:?}"
+        );
+    }
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut future = std::pin::pin!(barrier.send_async("p", 2));
+    assert!(matches!(
+        future.as_mut().poll(&mut cx),
+        Poll::Ready(Err(SendError::Full("p", 2, Limit::Capacity)))
+    ));
+    let mut future = std::pin::pin!(watermarks.send_async("p", 2));
+    assert!(matches!(
+        future.as_mut().poll(&mut cx),
+        Poll::Ready(Err(SendError::Full("p", 2, Limit::Capacity)))
+    ));
+    // The refused offset 1 is owed on a progress tracker: retried first.
+    let mut future = std::pin::pin!(progress.send_async("p", 1));
+    assert!(matches!(
+        future.as_mut().poll(&mut cx),
+        Poll::Ready(Err(SendError::Full("p", 1, Limit::Capacity)))
+    ));
+    assert_eq!(
+        barrier.in_flight() + watermarks.in_flight() + progress.in_flight(),
+        0
+    );
+}
+
 #[test]
 fn g11_capacity_usize_max_works() {
     let tracker = Tracker::<u8, u64>::with_capacity(usize::MAX);
