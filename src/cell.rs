@@ -25,8 +25,9 @@
 //! finds a word "newer" looks at the partition's life again, and displaces
 //! the word if the life has not moved (its bits alias an older life's; see
 //! `Generation::install`). Every [`CLEAR_EVERY`] lives a revoke clears
-//! its partition's inline offsets of other lives from every generation not
-//! yet folded (`Generation::forget_ended`), so no cell is 2^15 lives
+//! its partition's inline offsets of lives older than the one it began
+//! ([`older_bits`]) from every generation not yet folded
+//! (`Generation::forget_ended`), so no cell is 2^15 lives
 //! behind its partition's, however long a generation stays unflushed, and
 //! a flush widens the bits against the partition's life ([`widen`])
 //! exactly. Exact short of a send that straddles 2^14 revokes of its own
@@ -127,13 +128,25 @@ pub(crate) fn widen(low: u32, current: u32) -> u32 {
 /// How often a revoke clears its partition's inline cells of ended lives
 /// (see `Generation::forget_ended`): every 2^14 lives, so that a cell's
 /// life is never as much as 2^15 behind its partition's, and its 16 bits
-/// never alias another life's.
+/// never alias another life's. Every other life under loom, so that the
+/// models reach a clearing revoke (`inline_models.rs`, I5): clearing more
+/// often only clears sooner.
+#[cfg(not(loom))]
 pub(crate) const CLEAR_EVERY: u32 = 1 << 14;
+#[cfg(loom)]
+pub(crate) const CLEAR_EVERY: u32 = 2;
 
-/// Whether an inline word holds an offset (not a slot) of a life other
-/// than `life`, by its 16 bits: what `forget_ended` clears.
-pub(crate) fn ended_bits(word: u64, life: u32) -> bool {
-    matches!(latest(word, true), Some(Latest::Bits(_))) && life_of(word, true) != life & 0xffff
+/// Whether an inline word holds an offset (not a slot) of a life older
+/// than `life`, by its 16 bits compared as serial numbers: what
+/// `forget_ended` clears. Not "other than `life`": a revoke clears with the
+/// life it began, and another revoke of the partition may have begun a
+/// newer one since, whose sends' offsets are current (review 4: a slower
+/// of two overlapping revokes erased the newer life's acked offset).
+/// Lives newer than `life` are at most the revokes running beside this
+/// one ahead of it, far below 2^15.
+pub(crate) fn older_bits(word: u64, life: u32) -> bool {
+    let older = ((life as u16).wrapping_sub(life_of(word, true) as u16) as i16) > 0;
+    matches!(latest(word, true), Some(Latest::Bits(_))) && older
 }
 
 #[cfg(test)]
@@ -189,16 +202,32 @@ mod tests {
     }
 
     #[test]
-    fn only_offsets_of_other_lives_are_forgotten() {
-        assert!(ended_bits(word(Latest::Bits(1), 3, true), 4));
+    fn only_offsets_of_older_lives_are_forgotten() {
+        assert!(older_bits(word(Latest::Bits(1), 3, true), 4));
         assert!(
-            !ended_bits(word(Latest::Bits(1), 4, true), 4),
+            !older_bits(word(Latest::Bits(1), 4, true), 4),
             "the current life"
         );
         assert!(
-            !ended_bits(word(Latest::Slot(1), 3, true), 4),
+            !older_bits(word(Latest::Bits(1), 5, true), 4),
+            "a newer life, begun by a revoke beside this one"
+        );
+        assert!(
+            !older_bits(word(Latest::Bits(1), 0x1_0000, true), 0xffff),
+            "a newer life across the 16-bit wrap"
+        );
+        assert!(
+            older_bits(word(Latest::Bits(1), 0xffff, true), 0x1_0000),
+            "an older life across the 16-bit wrap"
+        );
+        assert!(
+            older_bits(word(Latest::Bits(1), 0x1_0000 - (1 << 14), true), 0x1_0000),
+            "2^14 lives behind, what a clearing revoke finds at most"
+        );
+        assert!(
+            !older_bits(word(Latest::Slot(1), 3, true), 4),
             "a held slot"
         );
-        assert!(!ended_bits(0, 4), "empty");
+        assert!(!older_bits(0, 4), "empty");
     }
 }

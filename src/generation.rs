@@ -329,8 +329,9 @@ impl Generation {
     }
 
     /// Clears `partition`'s cell if it keeps an inline offset of a life
-    /// other than `life`, the partition's new one (a revoke's, every
-    /// `cell::CLEAR_EVERY` lives): ended, so never reported, and its 16
+    /// older than `life`, the one a revoke began (every
+    /// `cell::CLEAR_EVERY` lives; a newer life, begun by a revoke beside
+    /// it, is current and stays): ended, so never reported, and its 16
     /// bits must not be left to alias a later life's. A held slot is left
     /// alone (its hold is the cell's, and its life is whole in the slot).
     /// The generation may be folding meanwhile: a fold that read the word
@@ -342,7 +343,7 @@ impl Generation {
         };
         // Relaxed: only the word's value matters; the CAS decides.
         let word = cell.load(Ordering::Relaxed);
-        if cell::ended_bits(word, life) {
+        if cell::older_bits(word, life) {
             // Relaxed, both: an inline word publishes nothing but itself. A
             // send that displaced it meanwhile wins, and its word stays.
             let _ = cell.compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
@@ -489,6 +490,45 @@ mod tests {
         let later = 6 + (1 << 15) + 1;
         assert_eq!(inline(3, Bits(44), later), Installed::First);
         assert_eq!(cells(&g, true)[0], (3, Bits(44), later & 0xffff));
+    }
+
+    /// Review 4, item 1, in the order that breaks it: a revoke begins
+    /// life 2^14 (a clearing one); before its clear, a second revoke
+    /// begins 2^14 + 1 and a send of that life installs its offset; then
+    /// the first revoke clears with the life it began. The newer life's
+    /// offset stays (the old rule, "every life but mine", erased it), and
+    /// an older life's goes, across the 16-bit wrap too.
+    #[test]
+    fn a_clear_keeps_a_newer_lifes_offset() {
+        let g = Generation::new(0, std::ptr::null());
+        let clearing = cell::CLEAR_EVERY;
+        let partition_life = AtomicU32::new(clearing + 1);
+        let sent = g.install(3, Bits(70), (clearing + 1, &partition_life), true);
+        assert_eq!(sent, Installed::First);
+        g.forget_ended(3, clearing);
+        assert_eq!(
+            cells(&g, true),
+            vec![(3, Bits(70), (clearing + 1) & 0xffff)]
+        );
+        // The next clearing revoke, 2^14 lives on: that life has ended.
+        g.forget_ended(3, 2 * clearing);
+        assert_eq!(cells(&g, true), vec![]);
+        // Across the wrap of the cell's 16 bits: 0x1_0001 is newer than
+        // 0x1_0000, and 0xffff older.
+        let wrap = AtomicU32::new(0x1_0001);
+        assert_eq!(
+            g.install(5, Bits(9), (0x1_0001, &wrap), true),
+            Installed::First
+        );
+        g.forget_ended(5, 0x1_0000);
+        assert_eq!(cells(&g, true), vec![(5, Bits(9), 1)]);
+        let wrap = AtomicU32::new(0xffff);
+        assert_eq!(
+            g.install(6, Bits(9), (0xffff, &wrap), true),
+            Installed::First
+        );
+        g.forget_ended(6, 0x1_0000);
+        assert_eq!(cells(&g, true), vec![(5, Bits(9), 1)]);
     }
 
     fn install(g: &Generation, partition: usize, slot: usize, life: u32) -> Installed {

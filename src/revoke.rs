@@ -241,9 +241,11 @@ where
             }
         }
         // Offsets inline keep 16 bits of their life: every 2^14 lives, clear
-        // this partition's offsets of other lives from every generation not
-        // yet folded, so none is left to alias a later life (see `cell`;
-        // `tests/inline.rs` checks it across 2^16 revokes).
+        // this partition's offsets of lives older than `life` from every
+        // generation not yet folded, so none is left to alias a later life
+        // (see `cell`; `tests/inline.rs` checks it across 2^16 revokes).
+        // Older only: a revoke beside this one may have begun a newer life
+        // since our bump, whose sends are current (review 4).
         if M::INLINE && life % crate::cell::CLEAR_EVERY == 0 {
             let guard = crate::sync::epoch::pin();
             self.walk(&guard, None, |generation| {

@@ -115,3 +115,40 @@ fn held_and_inline_sends_of_two_lives_share_the_cell() {
         || stale_send_race(1, -2, false),
     );
 }
+
+/// I5. Two revokes of one partition overlap at a clearing life (every
+/// other life under loom, see `cell::CLEAR_EVERY`), and a send of the
+/// newer life follows one of them: the clear takes only lives older than
+/// the one its revoke began, so the send, acked after both revokes
+/// returned, is reported by the next flush (or, if a revoke ended its
+/// life, released once and not reported).
+///
+/// Loom does not reach the window of review 4's finding here: the newer
+/// life's send installing between the slower revoke's heavy barrier and
+/// its clear. With the barrier (a `SeqCst` fence under loom) removed, this
+/// model fails on the old rule at once; with it, loom's exploration never
+/// schedules the other thread between that fence and the clear (checked
+/// at bounds 3 and 5). The rule itself is pinned by the unit test
+/// `generation::tests::a_clear_keeps_a_newer_lifes_offset`, which fails
+/// on the old rule.
+#[test]
+fn overlapping_revokes_at_a_clearing_life_keep_the_newer_lifes_offset() {
+    run_model(
+        "overlapping_revokes_at_a_clearing_life_keep_the_newer_lifes_offset",
+        || {
+            let tracker: Arc<I> = Arc::new(inline());
+            // A revoke of a partition never sent is a no-op: send one.
+            let zero = tracker.send("p", 0).unwrap();
+            tracker.ack(zero).unwrap();
+            // Life 1 now: the two revokes below begin lives 2 (a clearing
+            // one) and 3, in either order.
+            assert_eq!(tracker.revoke("p").released, 0);
+            let t2 = tracker.clone();
+            let other = thread::spawn(move || t2.revoke("p").released);
+            assert_eq!(tracker.revoke("p").released, 0, "nothing sent yet");
+            let ticket = tracker.send("p", 7).unwrap();
+            let first = other.join().unwrap();
+            common::check_revoke_outcome(&*tracker, first, ticket, 7, |&o| o as u64);
+        },
+    );
+}
