@@ -275,7 +275,7 @@ impl FlushState {
         for (number, &kept) in carry.kept.iter().enumerate() {
             // A record of an older life of its partition (revoked since)
             // is not reported: its life ended without its records.
-            let current = |life| tracker.is_current(number as u32, life);
+            let current = |life| tracker.is_current_life(number as u32, life);
             let offset = match kept {
                 Kept::Nothing => continue,
                 Kept::Slot(index) => {
@@ -353,7 +353,7 @@ impl FlushState {
                 folding = false;
                 pending += live;
                 generation.for_each_failure(|partition, life, count| {
-                    if tracker.is_current(partition, life) {
+                    if tracker.is_current_life(partition, life) {
                         failed += count as usize;
                     }
                 });
@@ -550,7 +550,7 @@ fn fold<P, O, M: Mode>(carry: &mut Carry, generation: &Generation, tracker: &Tra
     // Failures of lives a revoke ended never count again.
     carry
         .failures
-        .retain(|&(partition, life, _)| tracker.is_current(partition, life));
+        .retain(|&(partition, life, _)| tracker.is_current_life(partition, life));
 }
 
 impl Carry {
@@ -558,7 +558,7 @@ impl Carry {
     fn current_failures<P, O, M: Mode>(&self, tracker: &Tracker<P, O, M>) -> usize {
         self.failures
             .iter()
-            .filter(|&&(partition, life, _)| tracker.is_current(partition, life))
+            .filter(|&&(partition, life, _)| tracker.is_current_life(partition, life))
             .map(|&(_, _, count)| count as usize)
             .sum()
     }

@@ -83,8 +83,9 @@ use crate::mode::Mode;
 use crate::partition::Lifecycle;
 use crate::slab::{status_of_state, tag, LIVE};
 use crate::sync::Ordering;
+use crate::ticket::RawTicket;
 use crate::watermark::{newer, Watermarks};
-use crate::{DrainError, Tracker};
+use crate::{DrainError, Ticket, Tracker};
 use std::borrow::Borrow;
 use std::future::Future;
 use std::hash::Hash;
@@ -414,6 +415,67 @@ where
         };
         self.block_until_drained(timeout, || Ok(watch.pending(self)))
             .map_err(DrainError::from_wait)
+    }
+
+    /// Whether `ticket`'s record is still of its partition's current life:
+    /// no [`revoke`](Self::revoke) of its partition has begun since it was
+    /// sent, so producing it now is not producing a record that the
+    /// partition's next owner will read again. A worker asks before it
+    /// produces. `false` is final: the record was released, or its life
+    /// ended and a revoke is releasing it; its ticket answers
+    /// [`Revoked`](crate::ResolveError::Revoked) (or, if an ack wins the
+    /// race with the revoke's release, counts in the ended life). Give
+    /// such a ticket up with [`fail`](Self::fail), not
+    /// [`ack`](Self::ack): a failure of an ended life is forgotten, while
+    /// an ack could count a record that was never produced as done.
+    ///
+    /// `true` is a snapshot: a revoke that begins after it can still
+    /// release the record while it is being produced. A hand-off that
+    /// drains a partition before revoking it (see `drain_partition`, and
+    /// the rdkafka glue's hand-off) leaves records in flight that long to
+    /// finish; the check catches the ones it gave up on.
+    ///
+    /// Cheap: a few loads, no read-modify-write, no user code.
+    ///
+    /// ```
+    /// use inflight::{ResolveError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let ticket = tracker.send("p", 1_u64).unwrap();
+    /// assert!(tracker.is_current(&ticket));
+    /// // A rebalance took the partition away: the record is released.
+    /// assert_eq!(tracker.revoke("p").released, 1);
+    /// assert!(!tracker.is_current(&ticket));
+    /// // Do not produce it; give the ticket up.
+    /// assert_eq!(tracker.fail(ticket), Err(ResolveError::Revoked));
+    /// let next = tracker.send("p", 1).unwrap(); // the partition's new life
+    /// assert!(tracker.is_current(&next));
+    /// # tracker.ack(next).unwrap();
+    /// ```
+    pub fn is_current(&self, ticket: &Ticket) -> bool {
+        self.is_current_raw(ticket.raw())
+    }
+
+    /// [`is_current`](Self::is_current) for a ticket turned into an
+    /// integer by [`Ticket::into_raw`]. Any `u64` is safe: a forged,
+    /// foreign or already resolved value answers `false`.
+    ///
+    /// ```
+    /// let tracker = inflight::Tracker::new();
+    /// let raw = tracker.send("p", 1_u64).unwrap().into_raw();
+    /// assert!(tracker.is_current_raw(raw));
+    /// tracker.ack_raw(raw).unwrap();
+    /// assert!(!tracker.is_current_raw(raw), "resolved");
+    /// assert!(!tracker.is_current_raw(u64::MAX));
+    /// ```
+    pub fn is_current_raw(&self, raw: u64) -> bool {
+        let ticket = RawTicket::decode(raw);
+        if ticket.tracker != self.id {
+            return false;
+        }
+        let Some((partition, life)) = self.slots.live_record(ticket.index, ticket.tag) else {
+            return false;
+        };
+        self.is_current_life(partition, life)
     }
 
     /// Whether every record of `partition` sent so far is resolved (on a

@@ -181,7 +181,7 @@ where
                     kept += backlog.kept;
                     if backlog
                         .stopped
-                        .is_some_and(|life| self.is_current(number as u32, life))
+                        .is_some_and(|life| self.is_current_life(number as u32, life))
                     {
                         stats.stopped.extend(self.partitions.key(number).cloned());
                     }

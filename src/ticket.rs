@@ -98,6 +98,11 @@ impl Ticket {
         }
     }
 
+    /// The raw value, without giving the ticket up.
+    pub(crate) fn raw(&self) -> u64 {
+        self.raw
+    }
+
     /// Turns the ticket into an integer, for callbacks that can only carry
     /// one (a librdkafka opaque, a field in a C struct, a column).
     ///

@@ -338,7 +338,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
 
     /// Whether `life` is the current life of partition `partition`: no
     /// revoke ended it.
-    pub(crate) fn is_current(&self, partition: u32, life: u32) -> bool {
+    pub(crate) fn is_current_life(&self, partition: u32, life: u32) -> bool {
         self.partitions
             .life(partition as usize)
             // Acquire: pairs with the revoke's bump, so what the revoke did

@@ -1,9 +1,10 @@
 //! Loom models of a send that raced a revoke (R1-R4): it must not act for
 //! the partition's new life, in the generation's cell (with and without a
 //! seal between the two sends) or in the progress queue; and a
-//! `drain_partition` of a progress tracker racing a send. See `models.rs`
-//! for how the models are written, and IMPLEMENTATION.md, "A send of an
-//! ended life".
+//! `drain_partition` of a progress tracker racing a send; and (R6) a
+//! worker's `is_current` racing a revoke and the reuse of its slot. See
+//! `models.rs` for how the models are written, and IMPLEMENTATION.md, "A
+//! send of an ended life".
 #![cfg(loom)]
 
 use inflight::{ResolveError, SendError, Tracker};
@@ -179,5 +180,48 @@ fn revoked_typed_ticket_vs_slot_reuse() {
             matches!(acked, Ok(()) | Err(ResolveError::Revoked)),
             "{acked:?}"
         );
+    });
+}
+
+/// R6. `is_current` of a typed ticket of p races a revoke of p and a send
+/// of p's new life that may reuse the record's slot (the revoke freed it
+/// on the revoking thread, whose next send takes it): the check reads a
+/// slot it does not hold, and drops what it read if the slot moved on.
+/// Once the revoke is seen to have returned, the ticket is not current,
+/// however far the reuse has gone; the new life's ticket is; the old one
+/// is given up with `Revoked`.
+#[test]
+fn is_current_vs_revoke_and_slot_reuse() {
+    run_model("is_current_vs_revoke_and_slot_reuse", || {
+        use loom::sync::atomic::{AtomicBool, Ordering};
+        // Inline: nothing holds a released record's slot, so it is free at
+        // once for the revoking thread's next send (the new life's ticket
+        // names the same slot, with the next tag).
+        let tracker = Arc::new(
+            Tracker::<&'static str, u64, _>::builder()
+                .inline_offsets()
+                .build(),
+        );
+        let ticket = tracker.send("p", 1).unwrap();
+        let revoked = Arc::new(AtomicBool::new(false));
+        let (t2, flag) = (tracker.clone(), revoked.clone());
+        let other = thread::spawn(move || {
+            assert_eq!(t2.revoke("p").released, 1);
+            // Release: the revoke's work before the flag.
+            flag.store(true, Ordering::Release);
+            t2.send("p", 1).unwrap()
+        });
+        // Any answer while the revoke runs; false once it has returned.
+        let _ = tracker.is_current(&ticket);
+        // Acquire: pairs with the flag's Release store.
+        if revoked.load(Ordering::Acquire) {
+            assert!(!tracker.is_current(&ticket), "revoked, yet current");
+        }
+        let restarted = other.join().unwrap();
+        assert!(!tracker.is_current(&ticket));
+        assert!(tracker.is_current(&restarted));
+        assert_eq!(tracker.fail(ticket), Err(ResolveError::Revoked));
+        tracker.ack(restarted).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
     });
 }

@@ -502,6 +502,27 @@ impl<O> Slab<O> {
         }
     }
 
+    /// The partition number and life of the live record that `ticket_tag`
+    /// names in slot `index`: `None` once it is resolved or released (or
+    /// if the slot never issued that tag). Reads a slot it does not hold,
+    /// as the progress walk does: the state, the fields, the state again.
+    pub(crate) fn live_record(&self, index: usize, ticket_tag: u32) -> Option<(u32, u32)> {
+        let slot = self.get(index)?;
+        let live = |state: u64| tag(state) == ticket_tag && status(state) == LIVE;
+        // Acquire: pairs with the record's Release publish, so the fields
+        // read next are at least the record's own.
+        if !live(slot.state.load(Ordering::Acquire)) {
+            return None;
+        }
+        let found = (slot.partition(), slot.life());
+        // Acquire fence: pairs with `stamp`'s Release fence. If a reuse of
+        // the slot wrote either field we read, the re-check below sees its
+        // new tag, and we drop what we read.
+        fence(Ordering::Acquire);
+        // Relaxed: ordered after the reads above by the fence.
+        live(slot.state.load(Ordering::Relaxed)).then_some(found)
+    }
+
     /// The status of a slot, for tests and debugging.
     #[cfg(test)]
     pub(crate) fn status_of(&self, index: usize) -> Option<(u32, u64, bool)> {

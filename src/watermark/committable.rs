@@ -177,7 +177,7 @@ where
         watermarks.backlogs(self.partitions.numbered(), |number, backlog| {
             if backlog
                 .stopped
-                .is_some_and(|life| self.is_current(number as u32, life))
+                .is_some_and(|life| self.is_current_life(number as u32, life))
             {
                 if let Some(partition) = self.partitions.key(number) {
                     result.stopped.push(partition.clone());
