@@ -112,8 +112,10 @@ pub(crate) use delegate_client_context;
 
 pub mod commits;
 pub mod consumer;
+mod drive;
 pub mod hand_off;
 pub mod producer;
+mod revocation;
 pub mod store;
 
 pub use commits::Commits;
