@@ -209,7 +209,8 @@ impl<M: Resumable, C> HandOffContext<M, C> {
         // Asked last, only when the hand-off could wait: a request to the
         // group. No subscription: closing (rdkafka's `Drop` closes the
         // consumer) or unsubscribing.
-        let closing = !lost && !drained && self.lock_hand_off().defers() && edge.closing();
+        let defers = self.lock_hand_off().defers();
+        let closing = !lost && !drained && defers && edge.closing();
         let found = Revoked {
             lost,
             drained,

@@ -108,26 +108,48 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   was read back for its partition on assignment: offsets done there
 ///   past what the tracker was sent since stay done, so a partition that
 ///   moves on soon after it came here does not lose them.
-/// - **Revoked** partitions: the hand-off. A bounded
-///   [`drain_partition`](Tracker::drain_partition) of each, waiting at most
-///   `drain_timeout` (yours; nothing else waits); then a synchronous
-///   commit (the drained progress and whatever else is due; rdkafka's
+/// - **Revoked** partitions: the hand-off. A bounded wait for each one's
+///   records, at most `drain_timeout` (yours; nothing else waits); then,
+///   in one step no other commit interleaves with, the final synchronous
+///   commit, the [`revoke`](Tracker::revoke) of each partition and the end
+///   of its life in the [`commits`](Self::commits); then the partitions
+///   are let go (`unassign`, or `incremental_unassign` under the
+///   cooperative protocol) and your `post_rebalance` runs. The final
+///   commit carries each revoked partition's latest point that the broker
+///   has not **confirmed**, whether or not an asynchronous commit already
+///   sent it (that one may yet fail), with a watermark tracker's
+///   `Revoked::committable` `+ 1`, and whatever else is due (rdkafka's
 ///   synchronous commit takes no timeout: it returns when the broker
-///   answers or librdkafka's request times out); then
-///   [`revoke`](Tracker::revoke) of each (a watermark tracker's
-///   `Revoked::committable` is committed `+ 1` as well); then the
-///   partitions are let go (`unassign`, or `incremental_unassign` under
-///   the cooperative protocol) and your `post_rebalance` runs. When the
-///   bound passes, the partition is revoked all the same: its un-drained
-///   records are released (their tickets answer `Revoked`, their acks
-///   change nothing) and its committed point is what was done before
-///   them, so its next owner redoes them and skips nothing. When the
-///   assignment was **lost** (the session timed out: the partitions belong
-///   to another member already), nothing is drained or committed: they are
+///   answers or librdkafka's request times out). When the bound passes,
+///   the partition is revoked all the same: its un-drained records are
+///   released (their tickets answer `Revoked`, their acks change nothing)
+///   and its committed point is what was done before them, so its next
+///   owner redoes them and skips nothing. When the assignment was
+///   **lost** (the session timed out: the partitions belong to another
+///   member already), nothing is waited for or committed: they are
 ///   revoked on the tracker and let go at once, and their next owner
 ///   redoes what was not committed.
 ///
-///   By default the drain runs in rdkafka's rebalance callback, which
+///   **The wait takes no interrupt.** It looks at the partitions now and
+///   then ([`is_partition_drained`](Tracker::is_partition_drained), 1 ms
+///   apart at first, 32 ms at most) rather than blocking in
+///   [`drain_partition`](Tracker::drain_partition): a
+///   [`Tracker::interrupt`] is left for the wait of yours it was meant
+///   for (a flush's, a `drain`), and does not cut the hand-off short.
+///
+///   **A failed commit** is never lost from sight: every commit of a point
+///   sent from here that fails counts in
+///   [`commit_failures`](Self::commit_failures) and goes on to your
+///   `commit_callback` (an asynchronous one's result) or into
+///   [`errors`](Self::errors) (the final commit's), also when its partition
+///   was handed off since (then its next owner starts from the group's
+///   last commit, and the error says so). A point of a partition still
+///   here is due again, and the next [`commit_progress`] sends it. A point
+///   taken in a partition's ended life (a committer thread's snapshot from
+///   before a hand-off) is never committed: the partition's committed
+///   offset never moves back behind its next owner's.
+///
+///   By default the wait runs in rdkafka's rebalance callback, which
 ///   then blocks the consumer's `poll` for up to `drain_timeout`. With
 ///   [`defer_hand_off`](Self::defer_hand_off) it runs **outside** it: the
 ///   callback pauses the revoked partitions and returns, and the group's
@@ -135,28 +157,34 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   consumer lets the partitions go; the group waits for that within
 ///   `max.poll.interval.ms`, or, under the cooperative protocol, for the
 ///   moving partitions only, the others flowing on). Your loop goes on
-///   polling, and each [`commit_progress`] (or [`continue_hand_off`])
-///   looks at the revoked partitions without waiting: once every record
-///   they had in flight is resolved, or the bound has passed since the
-///   revocation, it finishes the hand-off. Records of a partition being
-///   handed off that your loop still polls are the next owner's:
-///   [`skip`](Self::skip) says so. The deferred hand-off still runs in the
-///   callback when it has nothing to wait for (no record of the revoked
-///   partitions in flight), when the consumer is closing or unsubscribing
-///   (its subscription is empty), or when pausing fails. **Call
-///   [`finish_hand_off`] before dropping the consumer**: rdkafka's `Drop`
-///   closes it, and the close waits for the partitions of a waiting
-///   hand-off to be let go, which nothing else does then.
+///   polling: each `poll`, each [`commit_progress`] and each
+///   [`continue_hand_off`] looks at the revoked partitions without
+///   waiting: once every record they had in flight is resolved, or the
+///   bound has passed since the revocation, it finishes the hand-off.
+///   Records of a partition being handed off that your loop still polls
+///   are the next owner's: [`skip`](Self::skip) says so. The deferred
+///   hand-off still runs in the callback when it has nothing to wait for
+///   (no record of the revoked partitions in flight), when the consumer
+///   is closing or unsubscribing (its subscription is empty), or when
+///   pausing fails.
 ///
-/// **The clean stop**: `unsubscribe()`, then poll (and
-/// [`commit_progress`]) until the consumer's assignment is empty, then
-/// drop it; the hand-off runs as the partitions are revoked. A consumer
-/// dropped with partitions still assigned is closed by rdkafka's `Drop`,
-/// which serves the revocation itself; librdkafka may terminate the group
-/// meanwhile, and then answers no request (a commit or an unassign would
-/// wait for ever): the context makes none once the consumer reads as
-/// closed, and its partitions are released without a final commit (their
-/// next owner redoes what was not committed).
+///   **Dropping the consumer** (or a panic, or an early `?` return that
+///   drops it) while a deferred hand-off waits never hangs: rdkafka's
+///   `Drop` closes the consumer and polls until it is closed, and its
+///   first poll finds the consumer closing: it commits what was done at
+///   once (the revoked partitions' points and whatever else is due), then
+///   waits for the rest within the bound, and hands the partitions off,
+///   releasing what is left. librdkafka's close does not wait for the
+///   hand-off, and may end the group first: then no request is made (it
+///   would wait for ever), the records are released all the same and
+///   what was not committed is redone by the next owner; a hand-off the
+///   close left behind is released when the context is dropped. Your
+///   `post_rebalance` for a hand-off finished in a poll runs at the next
+///   call that has the consumer ([`commit_progress`],
+///   [`continue_hand_off`], [`finish_hand_off`], the next rebalance): not
+///   at all after a drop. [`finish_hand_off`] before the drop still
+///   finishes it while the group answers, with your `post_rebalance`.
+///
 /// - **Assigned** partitions (`post_rebalance`): the group's committed
 ///   offsets and what the [`store`](Self::store) kept for them
 ///   ([`ProgressStore::load`]), waiting at most the read timeout in all
@@ -168,7 +196,7 @@ impl OnRebalance for DefaultConsumerContext {}
 ///
 /// Your context's callbacks all still run: `log`, `stats`, `stats_raw`,
 /// `error`, `generate_oauth_token` (and `ENABLE_REFRESH_OAUTH_TOKEN`) and
-/// `main_queue_min_poll_interval` as they are; `commit_callback` after the
+/// `main_queue_min_poll_interval` as they are (see below); `commit_callback` after the
 /// result settled the kept commits; your [`OnRebalance`] callbacks as
 /// their docs say (a revocation: yours in the callback, then the hand-off,
 /// then your `post_rebalance` once the partitions are let go, which may be
@@ -179,11 +207,16 @@ impl OnRebalance for DefaultConsumerContext {}
 /// rebalance error as rdkafka's does (your two callbacks, around an
 /// `unassign`).
 ///
-/// Errors in the rebalance callbacks (a drain that times out, a final
-/// commit or a read-back that fails) are kept in [`errors`](Self::errors):
-/// the callbacks cannot return them. A failed asynchronous commit counts
-/// in [`commit_failures`](Self::commit_failures) and goes on to your
+/// Errors in the rebalance callbacks and polls (a drain that times out, a
+/// final commit or a read-back that fails, a commit that failed after its
+/// partition's hand-off) are kept in [`errors`](Self::errors): the
+/// callbacks cannot return them. A failed asynchronous commit counts in
+/// [`commit_failures`](Self::commit_failures) and goes on to your
 /// `commit_callback`.
+///
+/// Your `main_queue_min_poll_interval` still decides the poll's interval;
+/// the context also looks at a hand-off in progress there, as rdkafka
+/// calls it at the start of each `poll`.
 pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> {
     tracker: Arc<Tracker<TopicPartition, i64, M>>,
     inner: C,
@@ -489,9 +522,9 @@ pub fn commit_progress<M: Resumable, C: OnRebalance>(
 /// and the group's rebalance goes on. Does not wait. Returns whether a
 /// hand-off still waits.
 ///
-/// [`commit_progress`] calls it first: a loop that calls that regularly
-/// needs nothing else. A loop that commits rarely calls this on each poll
-/// instead, since the group's rebalance waits for it.
+/// Each `poll` of the consumer looks too, and [`commit_progress`] calls
+/// this first: it is for a loop that wants your `post_rebalance` of a
+/// hand-off finished in a poll to run now, or to know whether one waits.
 pub fn continue_hand_off<M: Resumable, C: OnRebalance>(
     consumer: &BaseConsumer<HandOffContext<M, C>>,
 ) -> bool {
@@ -500,9 +533,11 @@ pub fn continue_hand_off<M: Resumable, C: OnRebalance>(
 
 /// Finishes a revocation's deferred hand-off (see
 /// [`HandOffContext::defer_hand_off`]), waiting for its records at most
-/// until its drain bound passes; returns at once when none waits. Call it
-/// before dropping the consumer: rdkafka's `Drop` closes the consumer, and
-/// the close waits for the revoked partitions to be let go.
+/// until its drain bound passes (looking now and then: it takes no
+/// [`interrupt`](Tracker::interrupt)); returns at once when none waits.
+/// Call it before dropping the consumer to finish the hand-off while the
+/// group still answers: a drop finishes it too, but librdkafka's close may
+/// end the group first (see [`HandOffContext`]).
 pub fn finish_hand_off<M: Resumable, C: OnRebalance>(
     consumer: &BaseConsumer<HandOffContext<M, C>>,
 ) {
