@@ -345,3 +345,167 @@ impl<M: Resumable, C> HandOffContext<M, C> {
         self.forget_resumed(partitions);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inflight::{DrainError, Tracker};
+    use rdkafka::consumer::DefaultConsumerContext;
+    use rdkafka::topic_partition_list::Offset;
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    /// A consumer that records the calls the driver makes, and answers
+    /// each commit with `commit`.
+    struct Fake {
+        calls: RefCell<Vec<String>>,
+        commit: KafkaResult<()>,
+    }
+
+    impl Fake {
+        fn new(commit: KafkaResult<()>) -> Self {
+            Self {
+                calls: RefCell::new(Vec::new()),
+                commit,
+            }
+        }
+
+        fn record(&self, call: &str, list: &TopicPartitionList) {
+            let what: Vec<_> = list
+                .elements()
+                .iter()
+                .map(|e| match e.offset() {
+                    Offset::Offset(o) => format!("{}/{}@{o}", e.topic(), e.partition()),
+                    _ => format!("{}/{}", e.topic(), e.partition()),
+                })
+                .collect();
+            self.calls
+                .borrow_mut()
+                .push(format!("{call} {}", what.join(",")));
+        }
+    }
+
+    type Context = HandOffContext<inflight::mode::Progress, DefaultConsumerContext>;
+
+    impl Edge<inflight::mode::Progress, DefaultConsumerContext> for Fake {
+        fn lost(&self) -> bool {
+            false
+        }
+        fn closing(&self) -> bool {
+            false
+        }
+        fn closed(&self) -> bool {
+            false
+        }
+        fn pause(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+            self.record("pause", list);
+            Ok(())
+        }
+        fn resume(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+            self.record("resume", list);
+            Ok(())
+        }
+        fn let_go(&self, list: &TopicPartitionList, _: bool) -> KafkaResult<()> {
+            self.record("let go", list);
+            Ok(())
+        }
+        fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+            self.record("commit", list);
+            self.commit.clone()
+        }
+        fn post_rebalance(&self, _: &Context, list: &TopicPartitionList) {
+            self.record("post", list);
+        }
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    /// A progress tracker with offsets 0..5 of `t/0` acked and 5 in flight.
+    fn tracker() -> (
+        Arc<inflight::ProgressTracker<TopicPartition, i64>>,
+        inflight::Ticket,
+    ) {
+        let tracker = Arc::new(Tracker::builder().progress(4096).build());
+        for offset in 0..5 {
+            let ticket = tracker.send(tp(0), offset).unwrap();
+            tracker.ack(ticket).unwrap();
+        }
+        let stuck = tracker.send(tp(0), 5).unwrap();
+        (tracker, stuck)
+    }
+
+    #[test]
+    fn a_deferred_hand_off_on_a_fake_consumer_pauses_then_finishes_at_a_look() {
+        let (tracker, stuck) = tracker();
+        let context = Context::new(tracker.clone(), Duration::from_secs(600)).defer_hand_off();
+        let fake = Fake::new(Ok(()));
+        context.on_revoke(&fake, &list_of(&[tp(0)]));
+        assert_eq!(*fake.calls.borrow(), ["pause t/0"]);
+        assert!(context.handing_off(&tp(0)));
+        context.look(&fake, false, false);
+        assert_eq!(fake.calls.borrow().len(), 1, "not drained: nothing more");
+        tracker.ack(stuck).unwrap();
+        context.look(&fake, false, false);
+        assert_eq!(
+            *fake.calls.borrow(),
+            [
+                "pause t/0",
+                "commit t/0@6",
+                "resume t/0",
+                "let go t/0",
+                "post t/0"
+            ]
+        );
+        assert!(!context.is_handing_off());
+        assert_eq!(context.errors(), Vec::<String>::new());
+    }
+
+    /// Finding 3, without a cluster: a pending interrupt stays for the
+    /// user's wait while the hand-off (in the callback) waits for a record.
+    #[test]
+    fn the_hand_offs_wait_leaves_the_interrupt_for_the_users_wait() {
+        let (tracker, stuck) = tracker();
+        let _users = tracker.send(tp(9), 0).unwrap();
+        let context = Context::new(tracker.clone(), Duration::from_secs(600));
+        let fake = Fake::new(Ok(()));
+        tracker.interrupt();
+        std::thread::scope(|s| {
+            let acker = s.spawn(|| {
+                while !context.is_handing_off() {
+                    std::thread::yield_now();
+                }
+                tracker.ack(stuck)
+            });
+            context.on_revoke(&fake, &list_of(&[tp(0)]));
+            assert_eq!(acker.join().unwrap(), Ok(()), "waited for, not released");
+        });
+        // The final commit carries what else is due: the user's partition.
+        assert_eq!(fake.calls.borrow()[0], "commit t/0@6,t/9@0");
+        assert_eq!(tracker.drain(Duration::ZERO), Err(DrainError::Interrupted));
+    }
+
+    /// Finding 2, without a cluster: a failed final commit counts and is
+    /// reported.
+    #[test]
+    fn a_failed_final_commit_counts_and_is_reported() {
+        let (tracker, stuck) = tracker();
+        tracker.ack(stuck).unwrap();
+        let context = Context::new(tracker, Duration::from_secs(600));
+        let fake = Fake::new(Err(KafkaError::ConsumerCommit(
+            RDKafkaErrorCode::RebalanceInProgress,
+        )));
+        context.on_revoke(&fake, &list_of(&[tp(0)]));
+        assert_eq!(context.commit_failures(), 1);
+        let errors = context.errors();
+        assert!(
+            errors.len() == 1 && errors[0].starts_with("final commit:"),
+            "{errors:?}"
+        );
+        assert_eq!(
+            *fake.calls.borrow(),
+            ["commit t/0@6", "let go t/0", "post t/0"]
+        );
+    }
+}
