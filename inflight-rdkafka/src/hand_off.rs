@@ -637,8 +637,9 @@ impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {
         if let Some(handle) = handle {
             let edge = PollEdge(handle);
             // Closing (rdkafka's `Drop`) or unsubscribing: no later look
-            // would come, so this one waits, within the drain bound.
-            let closing = Edge::<M, C>::closing(&edge);
+            // would come, so this one waits, within the drain bound. (Not
+            // asked of a group that ended: it answers no request.)
+            let closing = !Edge::<M, C>::closed(&edge) && Edge::<M, C>::closing(&edge);
             self.look(&edge, closing, closing);
         }
         self.inner.main_queue_min_poll_interval()

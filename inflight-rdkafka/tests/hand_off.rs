@@ -100,6 +100,56 @@ fn the_final_commit_carries_a_point_still_on_its_way_and_its_failure_reaches_the
     assert_eq!(committed(&a), Offset::Offset(10));
 }
 
+/// The order the review found, made certain: an asynchronous commit is on
+/// its way (its result comes only with a poll) when a deferred hand-off
+/// ends. The final commit carries its point all the same (the topic store
+/// the hand-off saves in shows it), and its failure, which comes after the
+/// hand-off, counts and is reported as a handed-off partition's.
+#[test]
+fn a_commit_on_its_way_when_a_hand_off_ends_is_in_its_final_commit_and_its_failure_counts() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::from_secs(600), "range");
+    let b = joins(&cluster, "source", "range");
+    poll_both(&a, &b, || a.context().is_handing_off());
+    tracker.ack(stuck).unwrap();
+    cluster.request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE],
+    );
+    let context = a.context();
+    // All ten are done: their point goes out asynchronously (no hand-off
+    // look, no poll)...
+    assert_eq!(
+        context
+            .commits()
+            .commit(&a, &*tracker, CommitMode::Async)
+            .unwrap(),
+        1
+    );
+    // ...and the hand-off ends before its result can come.
+    assert!(!inflight_rdkafka::continue_hand_off(&a));
+    assert_eq!(saved(&cluster), Progress::at(10), "in the final commit");
+    let failures = context.commit_failures();
+    poll_both(&a, &b, || {
+        context
+            .inner()
+            .events()
+            .iter()
+            .any(|e| e == "commit failed")
+    });
+    // Both reach the user: the late failure too.
+    assert!(context.commit_failures() > failures);
+    let errors = context.errors();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("source/0") && e.contains("after their hand-off")),
+        "{errors:?}"
+    );
+}
+
 #[test]
 fn a_hand_off_leaves_the_users_interrupt_to_the_users_wait() {
     let cluster = cluster();
