@@ -14,13 +14,26 @@
 //!   return or from the commit callback of an asynchronous one
 //!   ([`settle`](Commits::settle));
 //! - a result that confirms it removes it; one that reports an error makes
-//!   it due again (and counts in [`failures`](Commits::failures)). A
-//!   result for an older point, or for a commit that is not this one's
-//!   (auto-commit, a commit of your own), changes nothing.
+//!   it due again. Every failed commit of a point sent from here counts
+//!   in [`failures`](Commits::failures), an older point's and a handed-off
+//!   partition's too (those are not due again: a newer point, or the
+//!   partition's next owner, supersedes them). A result for a commit that
+//!   is not this one's (auto-commit, a commit of your own) changes nothing.
 //!
 //! Points never go backwards: a change whose `next()` is below the kept
 //! point's is ignored (offsets only go back after a revoke, and a revoked
 //! partition is [`forget`](Commits::forget)ten).
+//!
+//! **Lives.** [`forget`](Commits::forget) ends a partition's life here (a
+//! hand-off does, once its final commit is made): what was kept of it is
+//! dropped, and a point taken in the ended life is never committed. A
+//! point taken from the tracker before the end and offered after it (a
+//! committer on another thread with an older snapshot) would move the
+//! partition's committed offset back behind its next owner's; so a point
+//! carries the life it was taken in ([`stamp`](Commits::stamp) before
+//! taking, [`due_taken`](Commits::due_taken) after), and `commit` takes
+//! the tracker's points, saves and sends them while no life can end (see
+//! IMPLEMENTATION.md, "The hand-off as a state machine").
 //!
 //! [`HandOffContext`](crate::HandOffContext) holds one and settles it from
 //! its commit callback; a consumer with a context of its own does the same.
@@ -30,10 +43,15 @@ use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::{Progress, Tracker};
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::KafkaResult;
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList, TopicPartitionListElem};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Commits of one partition sent and not settled that are remembered (the
+/// oldest is forgotten past it: a result that never comes, from a consumer
+/// that closed, keeps nothing for ever).
+const ON_THE_WAY: usize = 16;
 
 /// A partition's latest commit point not yet confirmed.
 #[derive(Debug)]
@@ -43,42 +61,50 @@ struct Point {
     sent: bool,
 }
 
-/// The commit points handed out and not yet confirmed (see the module
-/// docs).
-#[derive(Debug, Default)]
-pub struct Commits {
-    points: Mutex<HashMap<TopicPartition, Point>>,
-    failures: AtomicU64,
+/// A commit sent for a partition, whose result has not come back.
+#[derive(Debug)]
+struct Sent {
+    progress: Progress,
+    /// The partition's life it was taken in (see [`Ledger::ended_at`]).
+    life: u64,
 }
 
-impl Commits {
-    /// Nothing kept.
-    pub fn new() -> Self {
-        Self::default()
+/// What [`Commits`] keeps, under one lock.
+#[derive(Debug, Default)]
+struct Ledger {
+    /// Each partition's latest point not yet confirmed, of its current life.
+    points: HashMap<TopicPartition, Point>,
+    /// The commits sent per partition whose result has not come back,
+    /// oldest first: a result is this one's when it carries one of them.
+    on_the_way: HashMap<TopicPartition, Vec<Sent>>,
+    /// Lives ended so far, all partitions together: a [`Stamp`].
+    ended: u64,
+    /// Per partition, the count `ended` had when its last life ended (0:
+    /// never): its current life's number.
+    ended_at: HashMap<TopicPartition, u64>,
+}
+
+impl Ledger {
+    fn life(&self, partition: &TopicPartition) -> u64 {
+        self.ended_at.get(partition).copied().unwrap_or(0)
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<TopicPartition, Point>> {
-        self.points.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Takes `changes` (commit points, **next to read**, as a tracker
-    /// hands them out) and returns what to commit now: each partition whose
-    /// latest point is due, marked sent. A change below the kept point is
-    /// ignored.
-    pub fn due(
-        &self,
-        changes: HashMap<TopicPartition, Progress>,
-    ) -> HashMap<TopicPartition, Progress> {
-        let mut points = self.lock();
+    /// Takes `changes`, taken when `ended` was `stamp`: a change of a
+    /// partition whose life ended since is dropped, one below the kept
+    /// point ignored.
+    fn take(&mut self, stamp: u64, changes: HashMap<TopicPartition, Progress>) {
         for (partition, progress) in changes {
-            match points.get_mut(&partition) {
+            if self.life(&partition) > stamp {
+                continue; // taken in a life that ended since
+            }
+            match self.points.get_mut(&partition) {
                 Some(point) if progress.next() < point.progress.next() => {}
                 Some(point) => {
                     point.progress = progress;
                     point.sent = false;
                 }
                 None => {
-                    points.insert(
+                    self.points.insert(
                         partition,
                         Point {
                             progress,
@@ -88,62 +114,204 @@ impl Commits {
                 }
             }
         }
-        points
+    }
+
+    /// The points due (new or failed), marked sent and remembered on their
+    /// way.
+    fn due(&mut self) -> HashMap<TopicPartition, Progress> {
+        let due: HashMap<_, _> = self
+            .points
             .iter_mut()
             .filter(|(_, point)| !point.sent)
             .map(|(partition, point)| {
                 point.sent = true;
                 (partition.clone(), point.progress.clone())
             })
-            .collect()
+            .collect();
+        for (partition, progress) in &due {
+            self.send(partition, progress.clone());
+        }
+        due
+    }
+
+    /// Remembers a commit of `progress` for `partition`, in its current life.
+    fn send(&mut self, partition: &TopicPartition, progress: Progress) {
+        let life = self.life(partition);
+        let sent = self.on_the_way.entry(partition.clone()).or_default();
+        if sent.len() == ON_THE_WAY {
+            sent.remove(0);
+        }
+        sent.push(Sent { progress, life });
+    }
+
+    /// Ends `partition`'s life: its kept point is dropped, and a point
+    /// taken before now is never kept again.
+    fn end(&mut self, partition: &TopicPartition) {
+        self.ended += 1;
+        self.ended_at.insert(partition.clone(), self.ended);
+        self.points.remove(partition);
+    }
+}
+
+/// Whether `element` of a commit's list carries `progress`: its offset and
+/// metadata.
+fn carries(element: &TopicPartitionListElem<'_>, progress: &Progress) -> bool {
+    let next = i64::try_from(progress.next()).unwrap_or(i64::MAX);
+    element.offset() == Offset::Offset(next) && metadata_of(element) == progress.encode()
+}
+
+/// A commit's result, settled.
+#[derive(Debug, Default)]
+pub(crate) struct Settled {
+    /// The points of this one's whose commit failed.
+    pub(crate) failed: usize,
+    /// The partitions among those whose life had ended (handed off): not
+    /// due again, nothing here will commit them.
+    pub(crate) handed_off: Vec<TopicPartition>,
+}
+
+/// The life count when a tracker's commit points were taken (see the
+/// module docs): [`Commits::stamp`] before taking them,
+/// [`Commits::due_taken`] with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp(u64);
+
+/// The commit points handed out and not yet confirmed (see the module
+/// docs).
+#[derive(Debug, Default)]
+pub struct Commits {
+    /// Held while a commit's points are taken, saved and sent, and while a
+    /// hand-off ends its partitions' lives: a point is sent in the life it
+    /// was taken in, or not at all. Taken before `ledger`.
+    gate: Mutex<()>,
+    ledger: Mutex<Ledger>,
+    failures: AtomicU64,
+}
+
+impl Commits {
+    /// Nothing kept.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn gate(&self) -> MutexGuard<'_, ()> {
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lives ended so far: take it before taking commit points from
+    /// the tracker, and give it to [`due_taken`](Self::due_taken) with
+    /// them.
+    pub fn stamp(&self) -> Stamp {
+        Stamp(self.lock().ended)
+    }
+
+    /// Takes `changes` (commit points, **next to read**, as a tracker
+    /// hands them out, taken now) and returns what to commit now: each
+    /// partition whose latest point is due, marked sent. A change below the
+    /// kept point is ignored.
+    pub fn due(
+        &self,
+        changes: HashMap<TopicPartition, Progress>,
+    ) -> HashMap<TopicPartition, Progress> {
+        let mut ledger = self.lock();
+        let stamp = ledger.ended;
+        ledger.take(stamp, changes);
+        ledger.due()
+    }
+
+    /// [`due`](Self::due) for `changes` taken from the tracker after
+    /// `stamp`: a change of a partition [`forget`](Self::forget)ten since
+    /// (handed off: its point belongs to an ended life) is dropped, and is
+    /// never committed.
+    pub fn due_taken(
+        &self,
+        stamp: Stamp,
+        changes: HashMap<TopicPartition, Progress>,
+    ) -> HashMap<TopicPartition, Progress> {
+        let mut ledger = self.lock();
+        ledger.take(stamp.0, changes);
+        ledger.due()
     }
 
     /// Settles a commit's result: `result` and the list committed, as
     /// rdkafka's commit callback gives them (or a synchronous commit's
-    /// return and the list passed to it). A partition whose sent point
-    /// the list carries (its offset and metadata) is confirmed by success,
-    /// and due again after an error (the call's or the partition's own).
-    /// Returns how many points failed.
+    /// return and the list passed to it). An element that carries a point
+    /// sent from here (its offset and metadata) is this one's: on success
+    /// it confirms the partition's latest point if it is that one; on an
+    /// error (the call's or the partition's own) it counts as a failure,
+    /// and the latest point is due again if it is that one. Returns how
+    /// many points failed.
     pub fn settle(&self, result: &KafkaResult<()>, offsets: &TopicPartitionList) -> usize {
-        let mut points = self.lock();
-        let mut failed = 0;
-        for element in offsets.elements() {
-            let partition = TopicPartition::new(element.topic(), element.partition());
-            let Some(point) = points.get_mut(&partition) else {
-                continue;
-            };
-            let next = i64::try_from(point.progress.next()).unwrap_or(i64::MAX);
-            let carries = point.sent
-                && element.offset() == Offset::Offset(next)
-                && metadata_of(&element) == point.progress.encode();
-            if !carries {
-                continue;
-            }
-            if result.is_ok() && element.error().is_ok() {
-                points.remove(&partition);
-            } else {
-                point.sent = false;
-                failed += 1;
-            }
-        }
-        drop(points);
-        // Relaxed: a count.
-        self.failures.fetch_add(failed as u64, Ordering::Relaxed);
-        failed
+        self.settled(result, offsets).failed
     }
 
-    /// Drops what is kept for `partition`: after it was revoked, its
-    /// commits are its next owner's.
+    /// [`settle`](Self::settle), saying which partitions failed after their
+    /// hand-off.
+    pub(crate) fn settled(
+        &self,
+        result: &KafkaResult<()>,
+        offsets: &TopicPartitionList,
+    ) -> Settled {
+        let mut ledger = self.lock();
+        let mut settled = Settled::default();
+        for element in offsets.elements() {
+            let partition = TopicPartition::new(element.topic(), element.partition());
+            let Some(sent) = ledger.on_the_way.get_mut(&partition) else {
+                continue;
+            };
+            let Some(at) = sent.iter().position(|s| carries(&element, &s.progress)) else {
+                continue; // not a commit of this one's
+            };
+            let sent = sent.remove(at);
+            if ledger.on_the_way[&partition].is_empty() {
+                ledger.on_the_way.remove(&partition);
+            }
+            let failed = result.is_err() || element.error().is_err();
+            let current = sent.life == ledger.life(&partition);
+            if current {
+                if let Some(point) = ledger.points.get_mut(&partition) {
+                    if point.sent && point.progress == sent.progress {
+                        if failed {
+                            point.sent = false;
+                        } else {
+                            ledger.points.remove(&partition);
+                        }
+                    }
+                }
+            }
+            if failed {
+                settled.failed += 1;
+                if !current {
+                    settled.handed_off.push(partition);
+                }
+            }
+        }
+        drop(ledger);
+        // Relaxed: a count.
+        self.failures
+            .fetch_add(settled.failed as u64, Ordering::Relaxed);
+        settled
+    }
+
+    /// Ends `partition`'s life here: what is kept for it is dropped, and a
+    /// point taken before (see [`due_taken`](Self::due_taken)) is never
+    /// committed. After a revoke, its commits are its next owner's.
     pub fn forget(&self, partition: &TopicPartition) {
-        self.lock().remove(partition);
+        let _gate = self.gate();
+        self.lock().end(partition);
     }
 
     /// Partitions whose latest point is not confirmed yet.
     pub fn unconfirmed(&self) -> usize {
-        self.lock().len()
+        self.lock().points.len()
     }
 
-    /// Commit points whose commit failed (each is due again), so far.
+    /// Commit points of this one's whose commit failed, so far (see the
+    /// module docs).
     pub fn failures(&self) -> u64 {
         // Relaxed: a count.
         self.failures.load(Ordering::Relaxed)
@@ -158,7 +326,9 @@ impl Commits {
     /// A [`CommitMode::Sync`] commit is settled here; an asynchronous one
     /// by the consumer context's commit callback, which must call
     /// [`settle`](Self::settle) (`HandOffContext`'s does). An error
-    /// returned here has already made its points due again.
+    /// returned here has already made its points due again. May run on any
+    /// thread: the points are taken from the tracker and sent while no
+    /// partition's life ends here (see the module docs).
     pub fn commit<K, M>(
         &self,
         consumer: &impl Consumer<K>,
@@ -186,52 +356,159 @@ impl Commits {
         K: ConsumerContext,
         M: Resumable,
     {
-        self.commit_changes(consumer, M::changes(tracker), mode, store)
+        self.commit_taken(
+            || M::changes(tracker),
+            mode,
+            store,
+            |list| match mode {
+                CommitMode::Sync => consumer.commit(list, mode),
+                CommitMode::Async => commit_async(consumer, list),
+            },
+        )
     }
 
-    /// [`commit_to`](Self::commit_to) for commit points already taken from
-    /// the tracker (`HandOffContext` merges them with what it read back).
-    pub(crate) fn commit_changes<K: ConsumerContext>(
+    /// [`commit_to`](Self::commit_to) with the tracker's points taken by
+    /// `take` (`HandOffContext` merges them with what it read back) and the
+    /// commit made by `send` (settled here when `mode` is synchronous or it
+    /// fails).
+    pub(crate) fn commit_taken(
         &self,
-        consumer: &impl Consumer<K>,
-        changes: HashMap<TopicPartition, Progress>,
+        take: impl FnOnce() -> HashMap<TopicPartition, Progress>,
         mode: CommitMode,
         store: &dyn ProgressStore,
+        send: impl FnOnce(&TopicPartitionList) -> KafkaResult<()>,
     ) -> KafkaResult<usize> {
-        let due = self.due(changes);
+        // No life ends from here until the commit is sent: its points are
+        // of their partitions' current lives (see the module docs).
+        let _gate = self.gate();
+        let due = {
+            let mut ledger = self.lock();
+            let stamp = ledger.ended;
+            ledger.take(stamp, take());
+            ledger.due()
+        };
         if due.is_empty() {
             return Ok(0);
         }
         let list = match commit_list(&due) {
             Ok(list) => list,
             Err(e) => {
-                self.undo(due);
+                self.undo(&due);
                 return Err(e);
             }
         };
         if let Err(e) = store.save(&due) {
-            self.undo(due);
+            self.undo(&due);
             return Err(e);
         }
-        let result = match mode {
-            CommitMode::Sync => consumer.commit(&list, mode),
-            CommitMode::Async => commit_async(consumer, &list),
-        };
+        let result = send(&list);
         if result.is_err() || matches!(mode, CommitMode::Sync) {
-            self.settle(&result, &list);
+            self.settled(&result, &list);
         }
         result.map(|()| due.len())
     }
 
-    /// Marks `sent` due again: their commit was never sent.
-    fn undo(&self, sent: HashMap<TopicPartition, Progress>) {
-        let mut points = self.lock();
+    /// A hand-off's last commit and the end of `partitions`' lives, in one
+    /// step no other commit interleaves with: the tracker's points are
+    /// taken (`take`), each partition is revoked on the tracker (`revoke`,
+    /// which returns the point it hands over, if the mode commits one),
+    /// and the final commit carries every partition's latest point not
+    /// yet **confirmed** (sent or not: an asynchronous commit still on its
+    /// way may yet fail) and every other point due. Then their lives end,
+    /// and the commit is saved in `store` and made by `send` (synchronous),
+    /// and settled. With `commit` false (a lost assignment, a closed
+    /// consumer) nothing is taken or committed: the partitions are revoked
+    /// and their lives end.
+    pub(crate) fn hand_over(
+        &self,
+        partitions: &[TopicPartition],
+        commit: bool,
+        take: impl FnOnce() -> HashMap<TopicPartition, Progress>,
+        mut revoke: impl FnMut(&TopicPartition) -> Option<Progress>,
+        store: &dyn ProgressStore,
+        send: impl FnOnce(&TopicPartitionList) -> KafkaResult<()>,
+    ) -> HandedOver {
+        let _gate = self.gate();
+        let last = {
+            let mut ledger = self.lock();
+            let stamp = ledger.ended;
+            if commit {
+                ledger.take(stamp, take());
+            }
+            let mut handed = HashMap::new();
+            for partition in partitions {
+                if let Some(point) = revoke(partition) {
+                    handed.insert(partition.clone(), point);
+                }
+            }
+            let mut last = HashMap::new();
+            if commit {
+                ledger.take(stamp, handed);
+                for partition in partitions {
+                    // Unconfirmed, whether sent or not.
+                    if let Some(point) = ledger.points.get_mut(partition) {
+                        point.sent = false;
+                    }
+                }
+                last = ledger.due();
+            }
+            for partition in partitions {
+                ledger.end(partition);
+            }
+            last
+        };
+        let mut handed_over = HandedOver::default();
+        if last.is_empty() {
+            return handed_over;
+        }
+        let result = commit_list(&last).and_then(|list| {
+            if let Err(e) = store.save(&last) {
+                // Never sent: the points of the other partitions are due
+                // again; the handed-off ones go nowhere.
+                self.undo(&last);
+                return Err(e);
+            }
+            let result = send(&list);
+            handed_over.settled = self.settled(&result, &list);
+            result
+        });
+        handed_over.result = result;
+        handed_over
+    }
+
+    /// Marks `sent` due again and forgets them on their way: their commit
+    /// was never sent.
+    fn undo(&self, sent: &HashMap<TopicPartition, Progress>) {
+        let mut ledger = self.lock();
         for (partition, progress) in sent {
-            if let Some(point) = points.get_mut(&partition) {
-                if point.progress == progress {
+            if let Some(point) = ledger.points.get_mut(partition) {
+                if point.progress == *progress {
                     point.sent = false;
                 }
             }
+            if let Some(on_the_way) = ledger.on_the_way.get_mut(partition) {
+                if let Some(at) = on_the_way.iter().rposition(|s| s.progress == *progress) {
+                    on_the_way.remove(at);
+                }
+            }
+        }
+    }
+}
+
+/// A hand-off's last commit ([`Commits::hand_over`]).
+#[derive(Debug)]
+pub(crate) struct HandedOver {
+    /// The commit's result (or the save's, the list's).
+    pub(crate) result: KafkaResult<()>,
+    /// Its result, settled.
+    pub(crate) settled: Settled,
+}
+
+impl Default for HandedOver {
+    fn default() -> Self {
+        Self {
+            result: Ok(()),
+            settled: Settled::default(),
         }
     }
 }
@@ -246,7 +523,7 @@ impl Commits {
 /// auto-commits. So the commit is made with `rd_kafka_commit_queue` and
 /// the consumer's own queue: its result comes back as an offset commit
 /// event, which the consumer's `poll` hands to `commit_callback`.
-fn commit_async<K: ConsumerContext>(
+pub(crate) fn commit_async<K: ConsumerContext>(
     consumer: &impl Consumer<K>,
     list: &TopicPartitionList,
 ) -> KafkaResult<()> {
@@ -275,119 +552,5 @@ fn commit_async<K: ConsumerContext>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-
-    fn tp(p: i32) -> TopicPartition {
-        TopicPartition::new("t", p)
-    }
-
-    fn failed() -> KafkaResult<()> {
-        Err(KafkaError::ConsumerCommit(
-            RDKafkaErrorCode::RequestTimedOut,
-        ))
-    }
-
-    /// What the broker ends with: the last confirmed point per partition.
-    fn apply(
-        broker: &mut HashMap<TopicPartition, u64>,
-        commits: &Commits,
-        result: KafkaResult<()>,
-        list: &TopicPartitionList,
-    ) {
-        commits.settle(&result, list);
-        if result.is_ok() {
-            for e in list.elements() {
-                if let Offset::Offset(o) = e.offset() {
-                    broker.insert(TopicPartition::new(e.topic(), e.partition()), o as u64);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_failed_commit_is_offered_again_and_nothing_goes_backwards() {
-        let commits = Commits::new();
-        let mut broker = HashMap::new();
-        // Round 1: two partitions; the commit fails.
-        let due = commits.due(HashMap::from([
-            (tp(0), Progress::at(10)),
-            (tp(1), Progress::at(5)),
-        ]));
-        assert_eq!(due.len(), 2);
-        let first = commit_list(&due).unwrap();
-        // Round 2 before round 1's result: nothing new, nothing re-sent
-        // while it is on its way.
-        assert!(commits.due(HashMap::new()).is_empty());
-        apply(&mut broker, &commits, failed(), &first);
-        assert_eq!(commits.failures(), 2);
-        // Round 3: partition 0 moved on; partition 1 did not, and is
-        // offered again all the same.
-        let due = commits.due(HashMap::from([(tp(0), Progress::at(20))]));
-        assert_eq!(due[&tp(0)], Progress::at(20));
-        assert_eq!(due[&tp(1)], Progress::at(5), "the failed point again");
-        let third = commit_list(&due).unwrap();
-        apply(&mut broker, &commits, Ok(()), &third);
-        assert_eq!(commits.unconfirmed(), 0);
-        assert_eq!(broker, HashMap::from([(tp(0), 20), (tp(1), 5)]));
-        // A late result of round 1 (a callback after the sync return, or a
-        // retry's) confirms or fails nothing now.
-        apply(&mut broker, &commits, failed(), &first);
-        assert!(commits.due(HashMap::new()).is_empty());
-        // A change backwards (a stale hand-out) is ignored while a newer
-        // point is kept.
-        let due = commits.due(HashMap::from([(tp(0), Progress::at(30))]));
-        let fourth = commit_list(&due).unwrap();
-        assert!(commits
-            .due(HashMap::from([(tp(0), Progress::at(25))]))
-            .is_empty());
-        apply(&mut broker, &commits, failed(), &fourth);
-        let due = commits.due(HashMap::from([(tp(0), Progress::at(25))]));
-        assert_eq!(due[&tp(0)], Progress::at(30), "never backwards");
-    }
-
-    #[test]
-    fn a_result_for_an_older_point_confirms_nothing_newer() {
-        let commits = Commits::new();
-        let done_past_gap = {
-            let tracker = inflight::Tracker::builder().progress(4096).build();
-            let tickets: Vec<_> = (10..13_u64).map(|o| tracker.send(0, o).unwrap()).collect();
-            let mut tickets = tickets.into_iter();
-            let _stuck = tickets.next();
-            for t in tickets {
-                tracker.ack(t).unwrap();
-            }
-            tracker.progress().remove(&0).unwrap()
-        };
-        assert_eq!(done_past_gap.next(), 10);
-        let older = commit_list(&commits.due(HashMap::from([(tp(0), Progress::at(10))]))).unwrap();
-        // The same offset with more done past it: a newer point.
-        let newer = commits.due(HashMap::from([(tp(0), done_past_gap.clone())]));
-        assert_eq!(newer.len(), 1);
-        commits.settle(&Ok(()), &older);
-        assert_eq!(
-            commits.unconfirmed(),
-            1,
-            "the older result does not confirm the newer"
-        );
-        let newer = commit_list(&newer).unwrap();
-        assert_eq!(commits.settle(&failed(), &newer), 1);
-        assert_eq!(commits.due(HashMap::new())[&tp(0)], done_past_gap);
-        commits.settle(&Ok(()), &newer);
-        assert_eq!(commits.unconfirmed(), 0);
-    }
-
-    #[test]
-    fn a_revoked_partition_is_forgotten() {
-        let commits = Commits::new();
-        let _ = commits.due(HashMap::from([(tp(0), Progress::at(10))]));
-        commits.forget(&tp(0));
-        assert_eq!(commits.unconfirmed(), 0);
-        // Its next life may start lower.
-        assert_eq!(
-            commits.due(HashMap::from([(tp(0), Progress::at(3))])).len(),
-            1
-        );
-    }
-}
+#[path = "commits_tests.rs"]
+mod tests;

@@ -39,6 +39,8 @@
 
 use crate::commits::Commits;
 use crate::consumer::{Resumable, Resume, TopicPartition};
+use crate::drive::{Edge, Handle, PollEdge};
+use crate::revocation::{HandOff, State};
 use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::mode::{self, Mode};
 use inflight::Tracker;
@@ -53,8 +55,8 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::util::Timeout;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 /// Your rebalance callbacks, for a context that [`HandOffContext`] wraps.
 ///
@@ -106,26 +108,48 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   was read back for its partition on assignment: offsets done there
 ///   past what the tracker was sent since stay done, so a partition that
 ///   moves on soon after it came here does not lose them.
-/// - **Revoked** partitions: the hand-off. A bounded
-///   [`drain_partition`](Tracker::drain_partition) of each, waiting at most
-///   `drain_timeout` (yours; nothing else waits); then a synchronous
-///   commit (the drained progress and whatever else is due; rdkafka's
+/// - **Revoked** partitions: the hand-off. A bounded wait for each one's
+///   records, at most `drain_timeout` (yours; nothing else waits); then,
+///   in one step no other commit interleaves with, the final synchronous
+///   commit, the [`revoke`](Tracker::revoke) of each partition and the end
+///   of its life in the [`commits`](Self::commits); then the partitions
+///   are let go (`unassign`, or `incremental_unassign` under the
+///   cooperative protocol) and your `post_rebalance` runs. The final
+///   commit carries each revoked partition's latest point that the broker
+///   has not **confirmed**, whether or not an asynchronous commit already
+///   sent it (that one may yet fail), with a watermark tracker's
+///   `Revoked::committable` `+ 1`, and whatever else is due (rdkafka's
 ///   synchronous commit takes no timeout: it returns when the broker
-///   answers or librdkafka's request times out); then
-///   [`revoke`](Tracker::revoke) of each (a watermark tracker's
-///   `Revoked::committable` is committed `+ 1` as well); then the
-///   partitions are let go (`unassign`, or `incremental_unassign` under
-///   the cooperative protocol) and your `post_rebalance` runs. When the
-///   bound passes, the partition is revoked all the same: its un-drained
-///   records are released (their tickets answer `Revoked`, their acks
-///   change nothing) and its committed point is what was done before
-///   them, so its next owner redoes them and skips nothing. When the
-///   assignment was **lost** (the session timed out: the partitions belong
-///   to another member already), nothing is drained or committed: they are
+///   answers or librdkafka's request times out). When the bound passes,
+///   the partition is revoked all the same: its un-drained records are
+///   released (their tickets answer `Revoked`, their acks change nothing)
+///   and its committed point is what was done before them, so its next
+///   owner redoes them and skips nothing. When the assignment was
+///   **lost** (the session timed out: the partitions belong to another
+///   member already), nothing is waited for or committed: they are
 ///   revoked on the tracker and let go at once, and their next owner
 ///   redoes what was not committed.
 ///
-///   By default the drain runs in rdkafka's rebalance callback, which
+///   **The wait takes no interrupt.** It looks at the partitions now and
+///   then ([`is_partition_drained`](Tracker::is_partition_drained), 1 ms
+///   apart at first, 32 ms at most) rather than blocking in
+///   [`drain_partition`](Tracker::drain_partition): a
+///   [`Tracker::interrupt`] is left for the wait of yours it was meant
+///   for (a flush's, a `drain`), and does not cut the hand-off short.
+///
+///   **A failed commit** is never lost from sight: every commit of a point
+///   sent from here that fails counts in
+///   [`commit_failures`](Self::commit_failures) and goes on to your
+///   `commit_callback` (an asynchronous one's result) or into
+///   [`errors`](Self::errors) (the final commit's), also when its partition
+///   was handed off since (then its next owner starts from the group's
+///   last commit, and the error says so). A point of a partition still
+///   here is due again, and the next [`commit_progress`] sends it. A point
+///   taken in a partition's ended life (a committer thread's snapshot from
+///   before a hand-off) is never committed: the partition's committed
+///   offset never moves back behind its next owner's.
+///
+///   By default the wait runs in rdkafka's rebalance callback, which
 ///   then blocks the consumer's `poll` for up to `drain_timeout`. With
 ///   [`defer_hand_off`](Self::defer_hand_off) it runs **outside** it: the
 ///   callback pauses the revoked partitions and returns, and the group's
@@ -133,28 +157,34 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   consumer lets the partitions go; the group waits for that within
 ///   `max.poll.interval.ms`, or, under the cooperative protocol, for the
 ///   moving partitions only, the others flowing on). Your loop goes on
-///   polling, and each [`commit_progress`] (or [`continue_hand_off`])
-///   looks at the revoked partitions without waiting: once every record
-///   they had in flight is resolved, or the bound has passed since the
-///   revocation, it finishes the hand-off. Records of a partition being
-///   handed off that your loop still polls are the next owner's:
-///   [`skip`](Self::skip) says so. The deferred hand-off still runs in the
-///   callback when it has nothing to wait for (no record of the revoked
-///   partitions in flight), when the consumer is closing or unsubscribing
-///   (its subscription is empty), or when pausing fails. **Call
-///   [`finish_hand_off`] before dropping the consumer**: rdkafka's `Drop`
-///   closes it, and the close waits for the partitions of a waiting
-///   hand-off to be let go, which nothing else does then.
+///   polling: each `poll`, each [`commit_progress`] and each
+///   [`continue_hand_off`] looks at the revoked partitions without
+///   waiting: once every record they had in flight is resolved, or the
+///   bound has passed since the revocation, it finishes the hand-off.
+///   Records of a partition being handed off that your loop still polls
+///   are the next owner's: [`skip`](Self::skip) says so. The deferred
+///   hand-off still runs in the callback when it has nothing to wait for
+///   (no record of the revoked partitions in flight), when the consumer
+///   is closing or unsubscribing (its subscription is empty), or when
+///   pausing fails.
 ///
-/// **The clean stop**: `unsubscribe()`, then poll (and
-/// [`commit_progress`]) until the consumer's assignment is empty, then
-/// drop it; the hand-off runs as the partitions are revoked. A consumer
-/// dropped with partitions still assigned is closed by rdkafka's `Drop`,
-/// which serves the revocation itself; librdkafka may terminate the group
-/// meanwhile, and then answers no request (a commit or an unassign would
-/// wait for ever): the context makes none once the consumer reads as
-/// closed, and its partitions are released without a final commit (their
-/// next owner redoes what was not committed).
+///   **Dropping the consumer** (or a panic, or an early `?` return that
+///   drops it) while a deferred hand-off waits never hangs: rdkafka's
+///   `Drop` closes the consumer and polls until it is closed, and its
+///   first poll finds the consumer closing: it commits what was done at
+///   once (the revoked partitions' points and whatever else is due), then
+///   waits for the rest within the bound, and hands the partitions off,
+///   releasing what is left. librdkafka's close does not wait for the
+///   hand-off, and may end the group first: then no request is made (it
+///   would wait for ever), the records are released all the same and
+///   what was not committed is redone by the next owner; a hand-off the
+///   close left behind is released when the context is dropped. Your
+///   `post_rebalance` for a hand-off finished in a poll runs at the next
+///   call that has the consumer ([`commit_progress`],
+///   [`continue_hand_off`], [`finish_hand_off`], the next rebalance): not
+///   at all after a drop. [`finish_hand_off`] before the drop still
+///   finishes it while the group answers, with your `post_rebalance`.
+///
 /// - **Assigned** partitions (`post_rebalance`): the group's committed
 ///   offsets and what the [`store`](Self::store) kept for them
 ///   ([`ProgressStore::load`]), waiting at most the read timeout in all
@@ -166,7 +196,7 @@ impl OnRebalance for DefaultConsumerContext {}
 ///
 /// Your context's callbacks all still run: `log`, `stats`, `stats_raw`,
 /// `error`, `generate_oauth_token` (and `ENABLE_REFRESH_OAUTH_TOKEN`) and
-/// `main_queue_min_poll_interval` as they are; `commit_callback` after the
+/// `main_queue_min_poll_interval` as they are (see below); `commit_callback` after the
 /// result settled the kept commits; your [`OnRebalance`] callbacks as
 /// their docs say (a revocation: yours in the callback, then the hand-off,
 /// then your `post_rebalance` once the partitions are let go, which may be
@@ -177,11 +207,16 @@ impl OnRebalance for DefaultConsumerContext {}
 /// rebalance error as rdkafka's does (your two callbacks, around an
 /// `unassign`).
 ///
-/// Errors in the rebalance callbacks (a drain that times out, a final
-/// commit or a read-back that fails) are kept in [`errors`](Self::errors):
-/// the callbacks cannot return them. A failed asynchronous commit counts
-/// in [`commit_failures`](Self::commit_failures) and goes on to your
+/// Errors in the rebalance callbacks and polls (a drain that times out, a
+/// final commit or a read-back that fails, a commit that failed after its
+/// partition's hand-off) are kept in [`errors`](Self::errors): the
+/// callbacks cannot return them. A failed asynchronous commit counts in
+/// [`commit_failures`](Self::commit_failures) and goes on to your
 /// `commit_callback`.
+///
+/// Your `main_queue_min_poll_interval` still decides the poll's interval;
+/// the context also looks at a hand-off in progress there, as rdkafka
+/// calls it at the start of each `poll`.
 pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> {
     tracker: Arc<Tracker<TopicPartition, i64, M>>,
     inner: C,
@@ -191,23 +226,17 @@ pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> 
     commits: Commits,
     store: Box<dyn ProgressStore>,
     errors: Mutex<Vec<String>>,
-    /// Whether a revocation's drain runs outside rdkafka's callback.
-    defer: bool,
     /// Whether the group's rebalance protocol is cooperative, as the last
     /// assignment found it.
-    cooperative: AtomicBool,
-    /// A revocation whose hand-off waits for its records.
-    pending: Mutex<Option<Pending>>,
-}
-
-/// A revocation handed off outside rdkafka's callback: its partitions are
-/// paused, and let go once their records are resolved or the bound passes.
-struct Pending {
-    /// The list rdkafka revoked (to pause, resume and let go).
-    revoked: TopicPartitionList,
-    partitions: Vec<TopicPartition>,
-    /// When the drain bound passes.
-    deadline: Instant,
+    pub(crate) cooperative: AtomicBool,
+    /// The hand-off's protocol (see [`crate::revocation`]).
+    hand_off: Mutex<HandOff>,
+    /// The consumer's handle while a hand-off is in progress, for the poll
+    /// hook (see [`crate::drive`]).
+    handle: Mutex<Option<Handle>>,
+    /// Revocations let go where no consumer was at hand (the poll hook):
+    /// your `post_rebalance` runs at the next call that has one.
+    owed: Mutex<Vec<TopicPartitionList>>,
 }
 
 impl<M: Resumable> HandOffContext<M> {
@@ -236,9 +265,10 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             commits: Commits::new(),
             store: Box::new(GroupCommitStore),
             errors: Mutex::new(Vec::new()),
-            defer: false,
             cooperative: AtomicBool::new(false),
-            pending: Mutex::new(None),
+            hand_off: Mutex::new(HandOff::new(drain_timeout, false)),
+            handle: Mutex::new(None),
+            owed: Mutex::new(Vec::new()),
         }
     }
 
@@ -256,7 +286,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
     /// done or the drain bound passed, and [`finish_hand_off`] must run
     /// before the consumer is dropped (see the type's docs).
     pub fn defer_hand_off(mut self) -> Self {
-        self.defer = true;
+        self.hand_off = Mutex::new(HandOff::new(self.drain_timeout, true));
         self
     }
 
@@ -307,20 +337,56 @@ impl<M: Resumable, C> HandOffContext<M, C> {
     /// Whether `partition` was revoked and its hand-off still waits for
     /// its records (see the type's docs).
     pub fn handing_off(&self, partition: &TopicPartition) -> bool {
-        self.lock_pending()
-            .as_ref()
-            .is_some_and(|pending| pending.partitions.contains(partition))
+        self.lock_hand_off().partitions().contains(partition)
     }
 
     /// Whether a revocation's hand-off waits for its records: the group's
     /// rebalance waits for it, until [`commit_progress`] or
     /// [`continue_hand_off`] finishes it.
     pub fn is_handing_off(&self) -> bool {
-        self.lock_pending().is_some()
+        *self.lock_hand_off().state() != State::Assigned
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, Option<Pending>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock_hand_off(&self) -> MutexGuard<'_, HandOff> {
+        self.hand_off.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn lock_handle(&self) -> MutexGuard<'_, Option<Handle>> {
+        self.handle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The store the commit points are saved in.
+    pub(crate) fn progress_store(&self) -> &dyn ProgressStore {
+        &*self.store
+    }
+
+    /// `changes`, the tracker's commit points, each with what was read back
+    /// for its partition (see [`Resume`]).
+    pub(crate) fn merged(
+        &self,
+        changes: HashMap<TopicPartition, inflight::Progress>,
+    ) -> HashMap<TopicPartition, inflight::Progress> {
+        self.resume
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .merged(changes)
+    }
+
+    /// Forgets what was read back for `partitions` (handed off).
+    pub(crate) fn forget_resumed(&self, partitions: &[TopicPartition]) {
+        let mut resume = self.resume.lock().unwrap_or_else(PoisonError::into_inner);
+        for partition in partitions {
+            resume.progress.remove(partition);
+        }
+    }
+
+    /// Your `post_rebalance` for the revocation of `list`, for the next
+    /// call that has the consumer.
+    pub(crate) fn owe_post_rebalance(&self, list: TopicPartitionList) {
+        self.owed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(list);
     }
 
     /// What was done in the partitions assigned so far (a snapshot).
@@ -336,7 +402,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
         std::mem::take(&mut *self.errors.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn error(&self, what: String) {
+    pub(crate) fn error(&self, what: String) {
         self.errors
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -345,202 +411,29 @@ impl<M: Resumable, C> HandOffContext<M, C> {
 }
 
 impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
-    /// rdkafka revoked `revoked`: hands the partitions off now, or pauses
-    /// them and leaves the hand-off to [`continue_hand_off`].
-    fn revoke(&self, consumer: &BaseConsumer<Self>, revoked: &TopicPartitionList) {
-        let partitions = partitions_of(revoked);
-        if consumer.assignment_lost() {
-            // Another member owns them already: a commit would be refused
-            // (and would be behind the new owner's), so release and go.
-            self.error(format!(
-                "assignment lost: {partitions:?} released without a commit"
-            ));
-            self.release(&partitions);
-            self.let_go(consumer, revoked);
-            return;
-        }
-        // No subscription: closing (rdkafka's `Drop` closes the consumer and
-        // serves this callback itself) or unsubscribing. Nobody would call
-        // `continue_hand_off` again, so a deferred hand-off runs here.
-        // (Asked last, only when the hand-off could wait: a request to the
-        // group, as `rebalance_protocol` in `let_go`.)
-        let closing = || {
-            consumer
-                .subscription()
-                .map_or(true, |subscribed| subscribed.count() == 0)
-        };
-        if self.defer && !partitions.iter().all(|p| self.drained(p)) && !closing() {
-            match consumer.pause(revoked) {
-                Ok(()) => {
-                    *self.lock_pending() = Some(Pending {
-                        revoked: revoked.clone(),
-                        partitions,
-                        deadline: Instant::now() + self.drain_timeout,
-                    });
-                    return;
-                }
-                // Not paused: the hand-off runs here, as by default.
-                Err(e) => self.error(format!("pausing the revoked {partitions:?}: {e}")),
-            }
-        }
-        self.drain(&partitions, self.drain_timeout);
-        self.complete(consumer, revoked, &partitions, false);
-    }
-
-    /// Whether every record of `partition` sent so far is resolved (on a
-    /// watermark tracker: passed by its watermark). Does not wait, and
-    /// takes no interrupt meant for a wait of yours.
-    fn drained(&self, partition: &TopicPartition) -> bool {
-        self.tracker.is_partition_drained(partition)
-    }
-
-    /// A bounded drain of each of `partitions` (the bound for all of them).
-    fn drain(&self, partitions: &[TopicPartition], timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        for partition in partitions {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if let Err(e) = self.tracker.drain_partition(partition, left) {
-                self.error(format!("drain of {partition:?}: {e}"));
-            }
+    /// Runs your `post_rebalance` for the revocations let go where no
+    /// consumer was at hand.
+    fn pay_owed(&self, consumer: &BaseConsumer<Self>) {
+        let owed = std::mem::take(&mut *self.owed.lock().unwrap_or_else(PoisonError::into_inner));
+        for list in owed {
+            OnRebalance::post_rebalance(&self.inner, consumer, &Rebalance::Revoke(&list));
         }
     }
 
-    /// The hand-off after the drain: the final commit, the revoke, the
-    /// revoked watermarks' commit, and nothing kept of the partitions.
-    fn settle_revoked(&self, consumer: &BaseConsumer<Self>, partitions: &[TopicPartition]) {
-        // (A closed consumer's group answers no request: see `let_go`.)
-        if consumer.closed() {
-            self.error(format!(
-                "final commit: the consumer closed first; {partitions:?} released without it"
-            ));
-            self.release(partitions);
-            return;
-        }
-        if let Err(e) = commit_changes(consumer, CommitMode::Sync) {
-            self.error(format!("final commit: {e}"));
-        }
-        let mut handed = HashMap::new();
-        for partition in partitions {
-            let revoked = self.tracker.revoke(partition);
-            if let Some(point) = M::revoked(&revoked) {
-                handed.insert(partition.clone(), point);
-            }
-        }
-        if !handed.is_empty() {
-            let due = self.commits.due(handed);
-            let result = self.store.save(&due).and_then(|()| {
-                let list = crate::consumer::commit_list(&due)?;
-                consumer_commit(consumer, &list)
-            });
-            if let Err(e) = result {
-                self.error(format!("final commit of the revoked watermarks: {e}"));
-            }
-        }
-        self.forget(partitions);
-    }
-
-    /// Revokes `partitions` on the tracker and forgets them, committing
-    /// nothing (a lost assignment).
-    fn release(&self, partitions: &[TopicPartition]) {
-        for partition in partitions {
-            // Its last committable offset goes nowhere: the new owner's
-            // commits are the group's now.
-            let _uncommitted = self.tracker.revoke(partition);
-        }
-        self.forget(partitions);
-    }
-
-    fn forget(&self, partitions: &[TopicPartition]) {
-        for partition in partitions {
-            self.commits.forget(partition);
-        }
-        let mut resume = self.resume.lock().unwrap_or_else(PoisonError::into_inner);
-        for partition in partitions {
-            resume.progress.remove(partition);
-        }
-    }
-
-    /// Lets the revoked partitions go (the protocol's unassign), then runs
-    /// your `post_rebalance`.
-    fn let_go(&self, consumer: &BaseConsumer<Self>, revoked: &TopicPartitionList) {
-        // A closing consumer's group may be terminated by now (its final
-        // commit done): librdkafka's group then drops every request without
-        // an answer, and a request would wait for ever. It let the
-        // partitions go itself. (The protocol is the one the assignment
-        // found, for the same reason.)
-        if consumer.closed() {
-            OnRebalance::post_rebalance(&self.inner, consumer, &Rebalance::Revoke(revoked));
-            return;
-        }
-        let result = if self.cooperative.load(Ordering::Relaxed) {
-            consumer.incremental_unassign(revoked)
-        } else {
-            consumer.unassign()
-        };
-        if let Err(e) = result {
-            self.error(format!("letting the revoked partitions go: {e}"));
-        }
-        OnRebalance::post_rebalance(&self.inner, consumer, &Rebalance::Revoke(revoked));
-    }
-
-    /// Finishes the waiting hand-off if its records are resolved or its
+    /// Finishes the hand-off in progress if its records are resolved or its
     /// bound passed; returns whether one still waits.
     fn continue_hand_off(&self, consumer: &BaseConsumer<Self>) -> bool {
-        let mut slot = self.lock_pending();
-        let Some(pending) = slot.as_ref() else {
-            return false;
-        };
-        let timed_out = Instant::now() >= pending.deadline;
-        if !timed_out && !pending.partitions.iter().all(|p| self.drained(p)) {
-            return true;
-        }
-        let Some(pending) = slot.take() else {
-            return false;
-        };
-        drop(slot);
-        if timed_out {
-            for partition in pending.partitions.iter().filter(|p| !self.drained(p)) {
-                self.error(format!(
-                    "drain of {partition:?}: the records sent before the revocation were not \
-                     all resolved within the drain timeout ({:?}): released",
-                    self.drain_timeout
-                ));
-            }
-        }
-        self.complete(consumer, &pending.revoked, &pending.partitions, true);
-        false
+        self.pay_owed(consumer);
+        self.look(consumer, false, false);
+        self.is_handing_off()
     }
 
-    /// Finishes the waiting hand-off, if any, draining for what is left of
-    /// its bound.
+    /// Finishes the hand-off in progress, if any, waiting for what is left
+    /// of its bound.
     fn finish_hand_off(&self, consumer: &BaseConsumer<Self>) {
-        let Some(pending) = self.lock_pending().take() else {
-            return;
-        };
-        let left = pending.deadline.saturating_duration_since(Instant::now());
-        self.drain(&pending.partitions, left);
-        self.complete(consumer, &pending.revoked, &pending.partitions, true);
-    }
-
-    /// The hand-off after its drain: the final commit and the revoke, then
-    /// the partitions (`revoked`, `paused` by a deferred hand-off or not)
-    /// are let go.
-    fn complete(
-        &self,
-        consumer: &BaseConsumer<Self>,
-        revoked: &TopicPartitionList,
-        partitions: &[TopicPartition],
-        paused: bool,
-    ) {
-        self.settle_revoked(consumer, partitions);
-        // An application pause outlives the assignment: lift it before the
-        // partitions go, or they come back paused the next time.
-        if paused {
-            if let Err(e) = consumer.resume(revoked) {
-                self.error(format!("resuming the revoked partitions: {e}"));
-            }
-        }
-        self.let_go(consumer, revoked);
+        self.pay_owed(consumer);
+        let actions = self.lock_hand_off().finish();
+        self.drive(consumer, actions);
     }
 
     /// rdkafka assigned `assigned`: applies it, reads their progress back,
@@ -601,24 +494,6 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
     }
 }
 
-/// The partitions of `list`.
-fn partitions_of(list: &TopicPartitionList) -> Vec<TopicPartition> {
-    list.elements()
-        .iter()
-        .map(|e| TopicPartition::new(e.topic(), e.partition()))
-        .collect()
-}
-
-/// A synchronous commit of `list`, settled in the context's commits.
-fn consumer_commit<M: Resumable, C: OnRebalance>(
-    consumer: &BaseConsumer<HandOffContext<M, C>>,
-    list: &TopicPartitionList,
-) -> KafkaResult<()> {
-    let result = consumer.commit(list, CommitMode::Sync);
-    consumer.context().commits.settle(&result, list);
-    result
-}
-
 /// Commits what changed on the context's tracker since the last call, and
 /// what is due again after a failed commit (see [`Commits::commit`]): for
 /// a progress tracker each partition's `next()` (**next to read**, as it
@@ -647,9 +522,9 @@ pub fn commit_progress<M: Resumable, C: OnRebalance>(
 /// and the group's rebalance goes on. Does not wait. Returns whether a
 /// hand-off still waits.
 ///
-/// [`commit_progress`] calls it first: a loop that calls that regularly
-/// needs nothing else. A loop that commits rarely calls this on each poll
-/// instead, since the group's rebalance waits for it.
+/// Each `poll` of the consumer looks too, and [`commit_progress`] calls
+/// this first: it is for a loop that wants your `post_rebalance` of a
+/// hand-off finished in a poll to run now, or to know whether one waits.
 pub fn continue_hand_off<M: Resumable, C: OnRebalance>(
     consumer: &BaseConsumer<HandOffContext<M, C>>,
 ) -> bool {
@@ -658,9 +533,11 @@ pub fn continue_hand_off<M: Resumable, C: OnRebalance>(
 
 /// Finishes a revocation's deferred hand-off (see
 /// [`HandOffContext::defer_hand_off`]), waiting for its records at most
-/// until its drain bound passes; returns at once when none waits. Call it
-/// before dropping the consumer: rdkafka's `Drop` closes the consumer, and
-/// the close waits for the revoked partitions to be let go.
+/// until its drain bound passes (looking now and then: it takes no
+/// [`interrupt`](Tracker::interrupt)); returns at once when none waits.
+/// Call it before dropping the consumer to finish the hand-off while the
+/// group still answers: a drop finishes it too, but librdkafka's close may
+/// end the group first (see [`HandOffContext`]).
 pub fn finish_hand_off<M: Resumable, C: OnRebalance>(
     consumer: &BaseConsumer<HandOffContext<M, C>>,
 ) {
@@ -673,14 +550,30 @@ fn commit_changes<M: Resumable, C: OnRebalance>(
     mode: CommitMode,
 ) -> KafkaResult<usize> {
     let context = consumer.context();
-    let changes = context
-        .resume
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .merged(M::changes(&context.tracker));
-    context
-        .commits
-        .commit_changes(consumer, changes, mode, &*context.store)
+    context.commits.commit_taken(
+        || context.merged(M::changes(&context.tracker)),
+        mode,
+        &*context.store,
+        |list| match mode {
+            CommitMode::Sync => Consumer::commit(consumer, list, mode),
+            CommitMode::Async => crate::commits::commit_async(consumer, list),
+        },
+    )
+}
+
+impl<M: Mode, C> Drop for HandOffContext<M, C> {
+    /// A hand-off still in progress when the consumer is gone (its close
+    /// ended the group before a poll looked): its partitions' records are
+    /// released on the tracker, as at its bound, with nothing committed.
+    fn drop(&mut self) {
+        let hand_off = self
+            .hand_off
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for partition in hand_off.partitions() {
+            let _uncommitted = self.tracker.revoke(partition);
+        }
+    }
 }
 
 impl<M: Resumable, C: ClientContext> ClientContext for HandOffContext<M, C> {
@@ -696,11 +589,15 @@ impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {
     ) {
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.pay_owed(consumer);
                 // Yours first: the revoked partitions are still tracked.
                 OnRebalance::pre_rebalance(&self.inner, consumer, &Rebalance::Revoke(list));
-                self.revoke(consumer, list);
+                // For the poll hook, while the hand-off is in progress.
+                *self.lock_handle() = Some(Handle::of(consumer));
+                self.on_revoke(consumer, list);
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.pay_owed(consumer);
                 OnRebalance::pre_rebalance(&self.inner, consumer, &Rebalance::Assign(list));
                 self.assign(consumer, list);
             }
@@ -717,11 +614,34 @@ impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {
     }
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        self.commits.settle(&result, offsets);
+        let settled = self.commits.settled(&result, offsets);
+        if !settled.handed_off.is_empty() {
+            let e = result
+                .as_ref()
+                .err()
+                .map_or_else(|| "a partition's error".to_owned(), ToString::to_string);
+            self.error(format!(
+                "commit of {:?} failed after their hand-off ({e}): their next owner starts \
+                 from the group's last commit",
+                settled.handed_off
+            ));
+        }
         self.inner.commit_callback(result, offsets);
     }
 
+    /// rdkafka calls it at the start of each poll: the poll looks at a
+    /// hand-off in progress (the poll loop of rdkafka's `Drop` too, so a
+    /// consumer dropped mid-hand-off lets it go within its bound).
     fn main_queue_min_poll_interval(&self) -> Timeout {
+        let handle = *self.lock_handle();
+        if let Some(handle) = handle {
+            let edge = PollEdge(handle);
+            // Closing (rdkafka's `Drop`) or unsubscribing: no later look
+            // would come, so this one waits, within the drain bound. (Not
+            // asked of a group that ended: it answers no request.)
+            let closing = !Edge::<M, C>::closed(&edge) && Edge::<M, C>::closing(&edge);
+            self.look(&edge, closing, closing);
+        }
         self.inner.main_queue_min_poll_interval()
     }
 }

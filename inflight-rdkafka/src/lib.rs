@@ -19,8 +19,9 @@
 //!   ([`Commits`]); on assignment it reads the committed progress back, so
 //!   a restart skips what was done ([`HandOffContext::is_done`]); and when
 //!   a rebalance revokes partitions it runs the clean hand-off: a bounded
-//!   `drain_partition`, the final commit, then `revoke`, before the
-//!   partitions are given up (in rdkafka's rebalance callback, or, with
+//!   wait for their records (which takes no `interrupt()` of yours), the
+//!   final commit of every point not yet confirmed, then `revoke`, before
+//!   the partitions are given up (in rdkafka's rebalance callback, or, with
 //!   [`HandOffContext::defer_hand_off`], outside it: the partitions are
 //!   paused and the hand-off finishes in a later [`commit_progress`]).
 //!   Progress is kept in the group commit's
@@ -112,8 +113,10 @@ pub(crate) use delegate_client_context;
 
 pub mod commits;
 pub mod consumer;
+mod drive;
 pub mod hand_off;
 pub mod producer;
+mod revocation;
 pub mod store;
 
 pub use commits::Commits;

@@ -1,0 +1,511 @@
+//! The hand-off's driver: the rdkafka calls at the edges of the protocol
+//! ([`crate::revocation`]), and the loop that carries its actions out.
+//!
+//! An [`Edge`] is what the protocol asks of rdkafka: the consumer itself
+//! (in rdkafka's callbacks and the crate's calls, which get it), or the
+//! consumer's handle alone (in the poll hook, which rdkafka calls without
+//! the consumer: each poll looks at a waiting hand-off, so the poll loop
+//! of rdkafka's `Drop` finishes it too).
+
+use crate::consumer::{Resumable, TopicPartition};
+use crate::hand_off::{HandOffContext, OnRebalance};
+use crate::revocation::{Action, Look, Revoked};
+use rdkafka::bindings;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, Rebalance};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::topic_partition_list::TopicPartitionList;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The longest step of a wait for revoked partitions: a wait looks
+/// ([`Tracker::is_partition_drained`](inflight::Tracker::is_partition_drained),
+/// which takes no interrupt) then sleeps, 1 ms at first, doubling to this.
+const LONGEST_STEP: Duration = Duration::from_millis(32);
+
+/// What the hand-off asks of rdkafka (see the module docs).
+pub(crate) trait Edge<M: Resumable, C> {
+    /// Whether the consumer's assignment was lost.
+    fn lost(&self) -> bool;
+    /// Whether the consumer is closing or unsubscribing (its subscription
+    /// is empty).
+    fn closing(&self) -> bool;
+    /// Whether the consumer's group terminated (a request would wait for
+    /// ever).
+    fn closed(&self) -> bool;
+    fn pause(&self, list: &TopicPartitionList) -> KafkaResult<()>;
+    fn resume(&self, list: &TopicPartitionList) -> KafkaResult<()>;
+    /// The protocol's unassign of `list`.
+    fn let_go(&self, list: &TopicPartitionList, cooperative: bool) -> KafkaResult<()>;
+    /// A synchronous commit of `list`.
+    fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()>;
+    /// Your `post_rebalance` for the revocation of `list`.
+    fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList);
+}
+
+impl<M: Resumable, C: OnRebalance> Edge<M, C> for BaseConsumer<HandOffContext<M, C>> {
+    fn lost(&self) -> bool {
+        self.assignment_lost()
+    }
+
+    fn closing(&self) -> bool {
+        self.subscription()
+            .map_or(true, |subscribed| subscribed.count() == 0)
+    }
+
+    fn closed(&self) -> bool {
+        BaseConsumer::closed(self)
+    }
+
+    fn pause(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+        Consumer::pause(self, list)
+    }
+
+    fn resume(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+        Consumer::resume(self, list)
+    }
+
+    fn let_go(&self, list: &TopicPartitionList, cooperative: bool) -> KafkaResult<()> {
+        if cooperative {
+            self.incremental_unassign(list)
+        } else {
+            self.unassign()
+        }
+    }
+
+    fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+        Consumer::commit(self, list, CommitMode::Sync)
+    }
+
+    fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList) {
+        OnRebalance::post_rebalance(context.inner(), self, &Rebalance::Revoke(list));
+    }
+}
+
+/// The consumer's librdkafka handle, kept while a hand-off is in progress
+/// for the poll hook ([`HandOffContext::look_from_poll`]), which rdkafka
+/// calls without the consumer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Handle(*mut bindings::rd_kafka_t);
+
+// SAFETY: librdkafka's handle is thread-safe (every call used here may be
+// made from any thread); it is only a pointer to share.
+unsafe impl Send for Handle {}
+// SAFETY: as `Send`.
+unsafe impl Sync for Handle {}
+
+impl Handle {
+    pub(crate) fn of<C: rdkafka::consumer::ConsumerContext>(consumer: &BaseConsumer<C>) -> Self {
+        Self(consumer.client().native_ptr())
+    }
+}
+
+/// The poll hook's edge: the handle of the consumer whose poll calls it.
+///
+/// Soundness rests on when it is used: only inside the poll hook
+/// (`ConsumerContext::main_queue_min_poll_interval`), which rdkafka calls
+/// at the start of each `poll` of the consumer that owns the context, so
+/// the handle is live; and only while a hand-off is in progress, which
+/// rdkafka's `Drop` finishes (its poll loop calls the hook) before it
+/// destroys the handle. The handle is dropped when the hand-off ends.
+pub(crate) struct PollEdge(pub(crate) Handle);
+
+fn code(err: bindings::rd_kafka_resp_err_t) -> KafkaResult<()> {
+    if err == bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::from(err)))
+    }
+}
+
+impl<M: Resumable, C> Edge<M, C> for PollEdge {
+    fn lost(&self) -> bool {
+        false // asked in rdkafka's callback only
+    }
+
+    fn closing(&self) -> bool {
+        let mut list = std::ptr::null_mut();
+        // SAFETY: a live handle (see the type's docs); the list returned
+        // is ours to destroy, once.
+        unsafe {
+            let err = bindings::rd_kafka_subscription(self.0 .0, &mut list);
+            if list.is_null() {
+                return err != bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR;
+            }
+            let count = (*list).cnt;
+            bindings::rd_kafka_topic_partition_list_destroy(list);
+            count == 0
+        }
+    }
+
+    fn closed(&self) -> bool {
+        // SAFETY: a live handle (see the type's docs).
+        unsafe { bindings::rd_kafka_consumer_closed(self.0 .0) == 1 }
+    }
+
+    fn pause(&self, _: &TopicPartitionList) -> KafkaResult<()> {
+        Err(KafkaError::PauseResume("not from the poll hook".into()))
+    }
+
+    fn resume(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+        // SAFETY: a live handle (see the type's docs) and a live list,
+        // which librdkafka reads (and writes each partition's error into).
+        code(unsafe { bindings::rd_kafka_resume_partitions(self.0 .0, list.ptr()) })
+    }
+
+    fn let_go(&self, list: &TopicPartitionList, cooperative: bool) -> KafkaResult<()> {
+        if !cooperative {
+            // SAFETY: a live handle; a null list clears the assignment.
+            return code(unsafe { bindings::rd_kafka_assign(self.0 .0, std::ptr::null()) });
+        }
+        // SAFETY: a live handle and list; the error returned is ours to
+        // destroy, once.
+        unsafe {
+            let error = bindings::rd_kafka_incremental_unassign(self.0 .0, list.ptr());
+            if error.is_null() {
+                return Ok(());
+            }
+            let err = bindings::rd_kafka_error_code(error);
+            bindings::rd_kafka_error_destroy(error);
+            code(err)
+        }
+    }
+
+    fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+        // SAFETY: a live handle and list; synchronous (`async` 0): it
+        // returns when the broker answered.
+        code(unsafe { bindings::rd_kafka_commit(self.0 .0, list.ptr(), 0) })
+    }
+
+    fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList) {
+        // No consumer to give it: the next call that has one runs it.
+        context.owe_post_rebalance(list.clone());
+    }
+}
+
+/// The list of `partitions`, for rdkafka.
+pub(crate) fn list_of(partitions: &[TopicPartition]) -> TopicPartitionList {
+    let mut list = TopicPartitionList::with_capacity(partitions.len());
+    for partition in partitions {
+        list.add_partition(&partition.topic, partition.partition);
+    }
+    list
+}
+
+/// The partitions of `list`.
+pub(crate) fn partitions_of(list: &TopicPartitionList) -> Vec<TopicPartition> {
+    list.elements()
+        .iter()
+        .map(|e| TopicPartition::new(e.topic(), e.partition()))
+        .collect()
+}
+
+impl<M: Resumable, C> HandOffContext<M, C> {
+    /// rdkafka revoked `revoked` (its callback): the protocol decides.
+    pub(crate) fn on_revoke<E: Edge<M, C>>(&self, edge: &E, revoked: &TopicPartitionList) {
+        let partitions = partitions_of(revoked);
+        let lost = edge.lost();
+        let drained = !lost && partitions.iter().all(|p| self.drained(p));
+        // Asked last, only when the hand-off could wait: a request to the
+        // group. No subscription: closing (rdkafka's `Drop` closes the
+        // consumer) or unsubscribing.
+        let defers = self.lock_hand_off().defers();
+        let closing = !lost && !drained && defers && edge.closing();
+        let found = Revoked {
+            lost,
+            drained,
+            closing,
+        };
+        let actions = self
+            .lock_hand_off()
+            .revoked(partitions, found, Instant::now());
+        self.drive(edge, actions);
+    }
+
+    /// Whether every record of `partition` sent so far is resolved (on a
+    /// watermark tracker: passed by its watermark). Does not wait, and
+    /// takes no interrupt meant for a wait of yours.
+    pub(crate) fn drained(&self, partition: &TopicPartition) -> bool {
+        self.tracker().is_partition_drained(partition)
+    }
+
+    /// A look at the hand-off in progress, if any (`closing`: the consumer
+    /// is closing; `can_wait`: the one who looks may wait for it).
+    pub(crate) fn look<E: Edge<M, C>>(&self, edge: &E, closing: bool, can_wait: bool) {
+        let partitions = self.lock_hand_off().partitions().to_vec();
+        if partitions.is_empty() {
+            return;
+        }
+        let look = Look {
+            drained: partitions.iter().all(|p| self.drained(p)),
+            closed: edge.closed(),
+            closing,
+            can_wait,
+        };
+        let actions = self.lock_hand_off().look(look, Instant::now());
+        self.drive(edge, actions);
+    }
+
+    /// Carries `actions` out, in order, with those each answer brings.
+    pub(crate) fn drive<E: Edge<M, C>>(&self, edge: &E, actions: Vec<Action>) {
+        let mut actions = VecDeque::from(actions);
+        let mut step = Duration::from_millis(1);
+        while let Some(action) = actions.pop_front() {
+            let next = match action {
+                Action::Pause(partitions) => {
+                    let result = edge.pause(&list_of(&partitions));
+                    self.lock_hand_off()
+                        .paused(result.map_err(|e| e.to_string()))
+                }
+                Action::Wait { deadline } => {
+                    // A look now and then: no wait that could take the
+                    // tracker's interrupt.
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    std::thread::sleep(step.min(left));
+                    step = (step * 2).min(LONGEST_STEP);
+                    let partitions = self.lock_hand_off().partitions().to_vec();
+                    let look = Look {
+                        drained: partitions.iter().all(|p| self.drained(p)),
+                        closed: edge.closed(),
+                        closing: false,
+                        can_wait: true,
+                    };
+                    self.lock_hand_off().look(look, Instant::now())
+                }
+                Action::Commit => {
+                    let tracker = self.tracker();
+                    let result = self.commits().commit_taken(
+                        || self.merged(M::changes(tracker)),
+                        rdkafka::consumer::CommitMode::Sync,
+                        self.progress_store(),
+                        |list| edge.commit(list),
+                    );
+                    if let Err(e) = result {
+                        self.error(format!("commit as the consumer closes: {e}"));
+                    }
+                    Vec::new()
+                }
+                Action::HandOver { partitions, commit } => {
+                    self.hand_over(edge, &partitions, commit);
+                    self.lock_hand_off().handed_over()
+                }
+                Action::Resume(partitions) => {
+                    // An application pause outlives the assignment: lift
+                    // it before the partitions go, or they come back
+                    // paused the next time.
+                    if let Err(e) = edge.resume(&list_of(&partitions)) {
+                        self.error(format!("resuming the revoked partitions: {e}"));
+                    }
+                    Vec::new()
+                }
+                Action::LetGo(partitions) => {
+                    // Relaxed: written by the assignment, on the polling
+                    // thread, which runs the hand-off's callbacks too.
+                    let cooperative = self.cooperative.load(Ordering::Relaxed);
+                    if let Err(e) = edge.let_go(&list_of(&partitions), cooperative) {
+                        self.error(format!("letting the revoked partitions go: {e}"));
+                    }
+                    self.lock_hand_off().let_go()
+                }
+                Action::PostRebalance(partitions) => {
+                    // The hand-off is over: the poll hook needs no handle.
+                    *self.lock_handle() = None;
+                    edge.post_rebalance(self, &list_of(&partitions));
+                    Vec::new()
+                }
+                Action::Report(what) => {
+                    self.error(what);
+                    Vec::new()
+                }
+            };
+            actions.extend(next);
+        }
+    }
+
+    /// The hand-over: the final commit (unless `commit` is false), the
+    /// revoke of each partition on the tracker and the end of their lives
+    /// in the commits, as one step (see [`crate::Commits`]); its errors are
+    /// kept.
+    fn hand_over<E: Edge<M, C>>(&self, edge: &E, partitions: &[TopicPartition], commit: bool) {
+        let tracker = self.tracker();
+        let over = self.commits().hand_over(
+            partitions,
+            commit,
+            || self.merged(M::changes(tracker)),
+            |partition| M::revoked(&tracker.revoke(partition)),
+            self.progress_store(),
+            |list| edge.commit(list),
+        );
+        if let Err(e) = &over.result {
+            self.error(format!(
+                "final commit: {e}; {partitions:?} handed off without it (their next owner \
+                 redoes what was not committed)"
+            ));
+        }
+        self.forget_resumed(partitions);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inflight::{DrainError, Tracker};
+    use rdkafka::consumer::DefaultConsumerContext;
+    use rdkafka::topic_partition_list::Offset;
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    /// A consumer that records the calls the driver makes, and answers
+    /// each commit with `commit`.
+    struct Fake {
+        calls: RefCell<Vec<String>>,
+        commit: KafkaResult<()>,
+    }
+
+    impl Fake {
+        fn new(commit: KafkaResult<()>) -> Self {
+            Self {
+                calls: RefCell::new(Vec::new()),
+                commit,
+            }
+        }
+
+        fn record(&self, call: &str, list: &TopicPartitionList) {
+            let what: Vec<_> = list
+                .elements()
+                .iter()
+                .map(|e| match e.offset() {
+                    Offset::Offset(o) => format!("{}/{}@{o}", e.topic(), e.partition()),
+                    _ => format!("{}/{}", e.topic(), e.partition()),
+                })
+                .collect();
+            self.calls
+                .borrow_mut()
+                .push(format!("{call} {}", what.join(",")));
+        }
+    }
+
+    type Context = HandOffContext<inflight::mode::Progress, DefaultConsumerContext>;
+
+    impl Edge<inflight::mode::Progress, DefaultConsumerContext> for Fake {
+        fn lost(&self) -> bool {
+            false
+        }
+        fn closing(&self) -> bool {
+            false
+        }
+        fn closed(&self) -> bool {
+            false
+        }
+        fn pause(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+            self.record("pause", list);
+            Ok(())
+        }
+        fn resume(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+            self.record("resume", list);
+            Ok(())
+        }
+        fn let_go(&self, list: &TopicPartitionList, _: bool) -> KafkaResult<()> {
+            self.record("let go", list);
+            Ok(())
+        }
+        fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()> {
+            self.record("commit", list);
+            self.commit.clone()
+        }
+        fn post_rebalance(&self, _: &Context, list: &TopicPartitionList) {
+            self.record("post", list);
+        }
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    /// A progress tracker with offsets 0..5 of `t/0` acked and 5 in flight.
+    fn tracker() -> (
+        Arc<inflight::ProgressTracker<TopicPartition, i64>>,
+        inflight::Ticket,
+    ) {
+        let tracker = Arc::new(Tracker::builder().progress(4096).build());
+        for offset in 0..5 {
+            let ticket = tracker.send(tp(0), offset).unwrap();
+            tracker.ack(ticket).unwrap();
+        }
+        let stuck = tracker.send(tp(0), 5).unwrap();
+        (tracker, stuck)
+    }
+
+    #[test]
+    fn a_deferred_hand_off_on_a_fake_consumer_pauses_then_finishes_at_a_look() {
+        let (tracker, stuck) = tracker();
+        let context = Context::new(tracker.clone(), Duration::from_secs(600)).defer_hand_off();
+        let fake = Fake::new(Ok(()));
+        context.on_revoke(&fake, &list_of(&[tp(0)]));
+        assert_eq!(*fake.calls.borrow(), ["pause t/0"]);
+        assert!(context.handing_off(&tp(0)));
+        context.look(&fake, false, false);
+        assert_eq!(fake.calls.borrow().len(), 1, "not drained: nothing more");
+        tracker.ack(stuck).unwrap();
+        context.look(&fake, false, false);
+        assert_eq!(
+            *fake.calls.borrow(),
+            [
+                "pause t/0",
+                "commit t/0@6",
+                "resume t/0",
+                "let go t/0",
+                "post t/0"
+            ]
+        );
+        assert!(!context.is_handing_off());
+        assert_eq!(context.errors(), Vec::<String>::new());
+    }
+
+    /// Finding 3, without a cluster: a pending interrupt stays for the
+    /// user's wait while the hand-off (in the callback) waits for a record.
+    #[test]
+    fn the_hand_offs_wait_leaves_the_interrupt_for_the_users_wait() {
+        let (tracker, stuck) = tracker();
+        let _users = tracker.send(tp(9), 0).unwrap();
+        let context = Context::new(tracker.clone(), Duration::from_secs(600));
+        let fake = Fake::new(Ok(()));
+        tracker.interrupt();
+        std::thread::scope(|s| {
+            let acker = s.spawn(|| {
+                while !context.is_handing_off() {
+                    std::thread::yield_now();
+                }
+                tracker.ack(stuck)
+            });
+            context.on_revoke(&fake, &list_of(&[tp(0)]));
+            assert_eq!(acker.join().unwrap(), Ok(()), "waited for, not released");
+        });
+        // The final commit carries what else is due: the user's partition.
+        assert_eq!(fake.calls.borrow()[0], "commit t/0@6,t/9@0");
+        assert_eq!(tracker.drain(Duration::ZERO), Err(DrainError::Interrupted));
+    }
+
+    /// Finding 2, without a cluster: a failed final commit counts and is
+    /// reported.
+    #[test]
+    fn a_failed_final_commit_counts_and_is_reported() {
+        let (tracker, stuck) = tracker();
+        tracker.ack(stuck).unwrap();
+        let context = Context::new(tracker, Duration::from_secs(600));
+        let fake = Fake::new(Err(KafkaError::ConsumerCommit(
+            RDKafkaErrorCode::RebalanceInProgress,
+        )));
+        context.on_revoke(&fake, &list_of(&[tp(0)]));
+        assert_eq!(context.commit_failures(), 1);
+        let errors = context.errors();
+        assert!(
+            errors.len() == 1 && errors[0].starts_with("final commit:"),
+            "{errors:?}"
+        );
+        assert_eq!(
+            *fake.calls.borrow(),
+            ["commit t/0@6", "let go t/0", "post t/0"]
+        );
+    }
+}

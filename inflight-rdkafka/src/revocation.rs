@@ -1,0 +1,361 @@
+//! The hand-off's protocol, as states and transitions: what a revocation
+//! goes through from rdkafka's callback to the partitions let go, with no
+//! rdkafka call and no clock in it (the time comes in as `now`).
+//!
+//! ```text
+//!              revoked (lost)                         revoked (waits: deferred)
+//!   Assigned ───────────────────────┐   Assigned ──────────────► Revoking{paused}
+//!      │ revoked (in the callback)  │                                 │ look: drained, or
+//!      ▼                            │                                 │ the deadline passed,
+//!   Revoking{not paused} ─ look ──► HandingOver{commit?} ◄────────────┘ or the consumer closed
+//!                                   │ handed over
+//!                                   ▼
+//!                          LettingGo  (resume if paused, unassign; none once closed)
+//!                                   │ let go
+//!                                   ▼
+//!                          Assigned  (your post_rebalance)
+//! ```
+//!
+//! The driver ([`HandOffContext`](crate::HandOffContext)) feeds it events
+//! (a revocation from rdkafka's callback, a look at the revoked
+//! partitions from a poll, a `commit_progress`, a `continue_hand_off` or
+//! a wait's step, the result of each action) and carries out the actions
+//! it answers with, in order: pause, wait, hand over (the final commit,
+//! the revoke on the tracker and the end of the partitions' lives, as one
+//! step of [`Commits`](crate::Commits)), resume, let go, run your
+//! `post_rebalance`, report an error. An action is answered once: two
+//! drivers (the polling thread and a committer) never both carry one out.
+//!
+//! What it never does, each pinned by a test below: wait by taking the
+//! tracker's interrupt (a wait is a look now and then, which takes none);
+//! leave a revocation that nothing will finish (a look from each poll,
+//! the close's included, finishes it within its bound); commit without
+//! the points still on their way (the hand-over carries every point not
+//! confirmed).
+
+use crate::consumer::TopicPartition;
+use std::time::{Duration, Instant};
+
+/// Where the hand-off is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum State {
+    /// No revocation in progress: the assigned partitions flow.
+    Assigned,
+    /// Revoked partitions wait for their records until `deadline`:
+    /// `paused` (deferred: rdkafka's callback returned, and each look
+    /// finishes it once it can) or in rdkafka's callback, which waits.
+    Revoking {
+        partitions: Vec<TopicPartition>,
+        deadline: Instant,
+        paused: bool,
+        /// The consumer began to close while it waited, and what was done
+        /// so far was committed then (the group may end before the bound
+        /// passes).
+        secured: bool,
+    },
+    /// One driver makes the final commit (none for a lost assignment or a
+    /// `closed` consumer) and revokes the partitions.
+    HandingOver {
+        partitions: Vec<TopicPartition>,
+        paused: bool,
+        closed: bool,
+    },
+    /// One driver lets the partitions go.
+    LettingGo { partitions: Vec<TopicPartition> },
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Pause the partitions, then say how that went ([`HandOff::paused`]).
+    Pause(Vec<TopicPartition>),
+    /// Commit what was done so far (synchronous), the partitions still
+    /// owned: the consumer is closing, and its group may end before the
+    /// hand-over.
+    Commit,
+    /// Wait a little (not past `deadline`) and look again
+    /// ([`HandOff::look`]): the hand-off runs where the driver is.
+    Wait { deadline: Instant },
+    /// The final commit (if `commit`), then the revoke of each partition
+    /// on the tracker and the end of their lives; then
+    /// [`HandOff::handed_over`].
+    HandOver {
+        partitions: Vec<TopicPartition>,
+        commit: bool,
+    },
+    /// Lift the pause of the partitions (an application pause outlives the
+    /// assignment).
+    Resume(Vec<TopicPartition>),
+    /// Let the partitions go (the protocol's unassign), then
+    /// [`HandOff::let_go`].
+    LetGo(Vec<TopicPartition>),
+    /// Run your `post_rebalance` for the revocation.
+    PostRebalance(Vec<TopicPartition>),
+    /// Keep this in the context's errors.
+    Report(String),
+}
+
+/// What rdkafka's revocation callback found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Revoked {
+    /// The assignment was lost (another member owns it already).
+    pub(crate) lost: bool,
+    /// Every record of the partitions is resolved already.
+    pub(crate) drained: bool,
+    /// The consumer is closing or unsubscribing: nobody would look again.
+    pub(crate) closing: bool,
+}
+
+/// A look at the revoked partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Look {
+    /// Every record of the partitions is resolved.
+    pub(crate) drained: bool,
+    /// The consumer's group has terminated: it answers no request.
+    pub(crate) closed: bool,
+    /// The consumer is closing or unsubscribing (its subscription is
+    /// empty): its group may end at any time.
+    pub(crate) closing: bool,
+    /// The one who looks may wait (rdkafka's callback, `finish_hand_off`).
+    pub(crate) can_wait: bool,
+}
+
+/// The hand-off's protocol (see the module docs).
+#[derive(Debug)]
+pub(crate) struct HandOff {
+    state: State,
+    drain_timeout: Duration,
+    defer: bool,
+}
+
+impl HandOff {
+    /// Nothing revoked; each revocation waits at most `drain_timeout` for
+    /// its records, outside rdkafka's callback if `defer`.
+    pub(crate) fn new(drain_timeout: Duration, defer: bool) -> Self {
+        Self {
+            state: State::Assigned,
+            drain_timeout,
+            defer,
+        }
+    }
+
+    pub(crate) fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Whether it defers the drain out of rdkafka's callback.
+    pub(crate) fn defers(&self) -> bool {
+        self.defer
+    }
+
+    /// The partitions whose hand-off is in progress (none when assigned).
+    pub(crate) fn partitions(&self) -> &[TopicPartition] {
+        match &self.state {
+            State::Assigned => &[],
+            State::Revoking { partitions, .. }
+            | State::HandingOver { partitions, .. }
+            | State::LettingGo { partitions } => partitions,
+        }
+    }
+
+    /// rdkafka revoked `partitions` (its callback).
+    pub(crate) fn revoked(
+        &mut self,
+        partitions: Vec<TopicPartition>,
+        found: Revoked,
+        now: Instant,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let mut partitions = partitions;
+        let mut deadline = now + self.drain_timeout;
+        let mut was_paused = false;
+        if !matches!(self.state, State::Assigned) {
+            // rdkafka revokes again before the last was let go (it does
+            // not, as it waits for the unassign): say so, and hand those
+            // off with these (if they wait yet).
+            actions.push(Action::Report(format!(
+                "revoked {partitions:?} while {:?} were still being handed off",
+                self.partitions()
+            )));
+            if let State::Revoking {
+                partitions: waiting,
+                deadline: first,
+                paused,
+                ..
+            } = &self.state
+            {
+                let fresh: Vec<_> = partitions
+                    .into_iter()
+                    .filter(|p| !waiting.contains(p))
+                    .collect();
+                partitions = waiting.iter().cloned().chain(fresh).collect();
+                deadline = deadline.min(*first);
+                was_paused = *paused;
+            }
+        }
+        if found.lost {
+            actions.push(Action::Report(format!(
+                "assignment lost: {partitions:?} released without a commit"
+            )));
+            self.state = State::HandingOver {
+                partitions: partitions.clone(),
+                paused: false,
+                closed: false,
+            };
+            actions.push(Action::HandOver {
+                partitions,
+                commit: false,
+            });
+            return actions;
+        }
+        if self.defer && !found.drained && !found.closing {
+            actions.push(Action::Pause(partitions.clone()));
+            self.state = State::Revoking {
+                partitions,
+                deadline,
+                paused: true,
+                secured: false,
+            };
+            return actions;
+        }
+        self.state = State::Revoking {
+            partitions,
+            deadline,
+            paused: was_paused,
+            secured: false,
+        };
+        actions.push(Action::Wait { deadline });
+        actions
+    }
+
+    /// The pause of a deferred revocation went (`Ok`) or not: then the
+    /// hand-off runs in the callback, as by default.
+    pub(crate) fn paused(&mut self, result: Result<(), String>) -> Vec<Action> {
+        let State::Revoking {
+            partitions,
+            deadline,
+            paused,
+            ..
+        } = &mut self.state
+        else {
+            return Vec::new();
+        };
+        match result {
+            Ok(()) => Vec::new(),
+            Err(e) => {
+                *paused = false;
+                vec![
+                    Action::Report(format!("pausing the revoked {partitions:?}: {e}")),
+                    Action::Wait {
+                        deadline: *deadline,
+                    },
+                ]
+            }
+        }
+    }
+
+    /// A look at the revoked partitions: once their records are resolved,
+    /// the bound has passed or the consumer closed, the hand-over (one
+    /// look gets it); else a wait if the one who looks may wait, after a
+    /// commit of what was done if the consumer began to close.
+    pub(crate) fn look(&mut self, look: Look, now: Instant) -> Vec<Action> {
+        let State::Revoking {
+            partitions,
+            deadline,
+            paused,
+            secured,
+        } = &mut self.state
+        else {
+            return Vec::new();
+        };
+        let timed_out = now >= *deadline;
+        if !look.drained && !timed_out && !look.closed {
+            let mut actions = Vec::new();
+            if look.closing && !*secured {
+                *secured = true;
+                actions.push(Action::Commit);
+            }
+            if look.can_wait {
+                actions.push(Action::Wait {
+                    deadline: *deadline,
+                });
+            }
+            return actions;
+        }
+        let (partitions, paused) = (partitions.clone(), *paused);
+        let mut actions = Vec::new();
+        if look.closed {
+            actions.push(Action::Report(format!(
+                "final commit: the consumer closed first; {partitions:?} released without it"
+            )));
+        } else if !look.drained {
+            actions.push(Action::Report(format!(
+                "drain of {partitions:?}: the records sent before the revocation were not all \
+                 resolved within the drain timeout ({:?}): released",
+                self.drain_timeout
+            )));
+        }
+        actions.push(Action::HandOver {
+            partitions: partitions.clone(),
+            commit: !look.closed,
+        });
+        self.state = State::HandingOver {
+            partitions,
+            paused,
+            closed: look.closed,
+        };
+        actions
+    }
+
+    /// The hand-over was made (its errors reported by the driver): the
+    /// partitions go, their pause lifted first.
+    pub(crate) fn handed_over(&mut self) -> Vec<Action> {
+        let State::HandingOver {
+            partitions,
+            paused,
+            closed,
+        } = &self.state
+        else {
+            return Vec::new();
+        };
+        let (partitions, paused, closed) = (partitions.clone(), *paused, *closed);
+        if closed {
+            // The group terminated: it let the partitions go itself, and
+            // a request would wait for ever.
+            self.state = State::Assigned;
+            return vec![Action::PostRebalance(partitions)];
+        }
+        let mut actions = Vec::new();
+        if paused {
+            actions.push(Action::Resume(partitions.clone()));
+        }
+        actions.push(Action::LetGo(partitions.clone()));
+        self.state = State::LettingGo { partitions };
+        actions
+    }
+
+    /// The partitions were let go: the revocation is over.
+    pub(crate) fn let_go(&mut self) -> Vec<Action> {
+        let State::LettingGo { partitions } = &self.state else {
+            return Vec::new();
+        };
+        let partitions = partitions.clone();
+        self.state = State::Assigned;
+        vec![Action::PostRebalance(partitions)]
+    }
+
+    /// The next look must finish the hand-off where it is (an assignment
+    /// arrives, `finish_hand_off`): a wait, if one waits.
+    pub(crate) fn finish(&self) -> Vec<Action> {
+        match &self.state {
+            State::Revoking { deadline, .. } => vec![Action::Wait {
+                deadline: *deadline,
+            }],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "revocation_tests.rs"]
+mod tests;
