@@ -594,8 +594,7 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
                 .resume
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .progress
-                .extend(progress),
+                .extend(progress, M::max_metadata_bytes(&self.tracker)),
             Err(e) => self.error(format!("reading committed progress: {e}")),
         }
     }
@@ -677,7 +676,10 @@ fn commit_changes<M: Resumable, C: OnRebalance>(
         .resume
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .merged(M::changes(&context.tracker));
+        .merged(
+            M::changes(&context.tracker),
+            M::max_metadata_bytes(&context.tracker),
+        );
     context
         .commits
         .commit_changes(consumer, changes, mode, &*context.store)
