@@ -17,6 +17,9 @@
 //!   invariants that hold under every interleaving.
 //! - [`run_decode`]: `Progress::decode` of any string, and `Progress`'s
 //!   encode/decode round trip from arbitrary pending offsets.
+//! - [`run_metadata`]: hostile metadata through `decode_within`, `merge`
+//!   with a tracker's progress and the first commit's `encode`, within the
+//!   budget and under an allocation cap ([`Capped`]).
 //!
 //! `run_ops` also runs progress trackers (`Builder::progress`, chosen by the
 //! setup byte): sends must rise per partition and life, and `Op::Progress`
@@ -37,6 +40,8 @@
 //! | `threaded.rs` | the `threaded` target: [`ThreadOp`], the threads' driver, [`run_threaded`], [`run_threaded_ops`] and its end state |
 //! | `threaded/checks.rs` | the invariants `threaded` checks while running and at rest |
 //! | `decode.rs` | the `decode` target: [`run_decode`], [`run_decode_str`], [`run_from_pending`] |
+//! | `metadata.rs` | the `metadata` target: [`run_metadata`], [`run_metadata_str`], [`bytes_allowed`] |
+//! | `capped.rs` | [`Capped`], the counting allocator with a cap on one allocation, and [`measure`] |
 
 use arbitrary::{Arbitrary, Unstructured};
 use inflight::{SeqOffset, Ticket, Tracker};
@@ -45,7 +50,9 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 mod batch;
+mod capped;
 mod decode;
+mod metadata;
 mod modal;
 mod model;
 mod ops;
@@ -60,7 +67,9 @@ mod user;
 #[allow(unused_imports)]
 pub use self::{
     batch::{ResolveAll, SendBatch, MAX_RECORDS},
+    capped::{measure, Capped, CAP},
     decode::{run_decode, run_decode_str, run_from_pending},
+    metadata::{bytes_allowed, run_metadata, run_metadata_str, BUDGETS},
     model::{Model, REVOKED_COUNTS_REPORTED_AGAIN},
     ops::{
         run_op_list, run_op_list_traced, run_ops, run_ops_traced, run_setup_ops, Fired, Op, Traced,

@@ -88,7 +88,19 @@ pub trait Resumable: Watermarked + Sized {
     /// (**last done**) `+ 1`; none for a progress tracker, whose last
     /// `progress()` already covers it (with its metadata).
     fn revoked(revoked: &Revoked<i64>) -> Option<Progress>;
+
+    /// The metadata budget, in characters, that the progress read back on
+    /// assignment and the commit points are held to (see
+    /// [`Progress::merge`]): a progress tracker's own
+    /// ([`Tracker::max_metadata_bytes`]); for a watermark tracker, which
+    /// keeps none, Kafka's default `offset.metadata.max.bytes`
+    /// ([`DEFAULT_MAX_METADATA_BYTES`]).
+    fn max_metadata_bytes(tracker: &Tracker<TopicPartition, i64, Self>) -> usize;
 }
+
+/// Kafka's default `offset.metadata.max.bytes`: the budget of metadata
+/// read back for a watermark tracker (see [`Resumable::max_metadata_bytes`]).
+pub const DEFAULT_MAX_METADATA_BYTES: usize = 4096;
 
 /// `Resumable` for a progress mode and a watermark mode, plain and with
 /// offsets inline (`Builder::inline_offsets`): the same commit points.
@@ -105,6 +117,10 @@ macro_rules! resumable {
                 fn revoked(_: &Revoked<i64>) -> Option<Progress> {
                     None
                 }
+
+                fn max_metadata_bytes(tracker: &Tracker<TopicPartition, i64, Self>) -> usize {
+                    tracker.max_metadata_bytes()
+                }
             }
         )*
         $(
@@ -117,6 +133,10 @@ macro_rules! resumable {
 
                 fn revoked(revoked: &Revoked<i64>) -> Option<Progress> {
                     revoked.committable.and_then(next_after)
+                }
+
+                fn max_metadata_bytes(_: &Tracker<TopicPartition, i64, Self>) -> usize {
+                    DEFAULT_MAX_METADATA_BYTES
                 }
             }
         )*
@@ -194,8 +214,12 @@ pub fn store_watermarks<K: ConsumerContext>(
 /// Reads back the committed offset and metadata of each of `partitions`:
 /// its [`Progress`] (a partition with no commit is left out: it starts
 /// where `auto.offset.reset` says). Metadata that does not decode (written
-/// by something else, or by a broker that keeps none) counts as nothing
-/// done beyond the offset: at worst records are redone, never skipped.
+/// by something else, or by a broker that keeps none, or describing more
+/// positions than any budget allows, see [`Progress::decode`]) counts as
+/// nothing done beyond the offset: at worst records are redone, never
+/// skipped. [`HandOffContext`](crate::HandOffContext) also holds what it
+/// reads back to the tracker's budget ([`Progress::fits`]), and merges it
+/// with the tracker's progress within that budget ([`Progress::merge`]).
 pub fn committed_progress<C>(
     consumer: &impl Consumer<C>,
     partitions: &TopicPartitionList,
@@ -262,58 +286,55 @@ impl Resume {
     }
 
     /// `changes`, a tracker's commit points, each with what was read back
-    /// for its partition: everything either says is done (see [`merge`]).
+    /// for its partition: everything either says is done, held to
+    /// `max_metadata_bytes` (see [`Progress::merge`]).
     pub(crate) fn merged(
         &self,
         mut changes: HashMap<TopicPartition, Progress>,
+        max_metadata_bytes: usize,
     ) -> HashMap<TopicPartition, Progress> {
         for (partition, tracked) in &mut changes {
             if let Some(resumed) = self.progress.get(partition) {
-                *tracked = merge(resumed, tracked);
+                *tracked = merge(resumed, tracked, max_metadata_bytes);
             }
         }
         changes
+    }
+
+    /// Keeps `loaded`, the progress a store read back on assignment, each
+    /// held to `max_metadata_bytes`: one that a tracker with that budget
+    /// could not have reported ([`Progress::fits`]: hostile or corrupt
+    /// metadata, or a store's own value) counts as its committed offset
+    /// alone (records redone, never skipped).
+    pub(crate) fn extend(
+        &mut self,
+        loaded: HashMap<TopicPartition, Progress>,
+        max_metadata_bytes: usize,
+    ) {
+        self.progress
+            .extend(loaded.into_iter().map(|(partition, progress)| {
+                if progress.fits(max_metadata_bytes) {
+                    (partition, progress)
+                } else {
+                    (partition, Progress::at(progress.next()))
+                }
+            }));
     }
 }
 
 /// `resumed` (read back on assignment) and `tracked` (the tracker's
 /// progress since: it starts at or after `resumed.next()`) as one commit
-/// point: every offset either says is done.
+/// point: every offset either says is done, within `max_metadata_bytes`
+/// ([`Progress::merge`]: on runs, never offset by offset, so metadata
+/// that claims billions of pending offsets costs no more than any other).
 ///
 /// The tracker knows only what it was sent: the records the consumer
 /// skipped as done (`is_done`) count as done while they lie between sent
 /// ones, but what `resumed` had done past the tracker's last record would
 /// be lost at the next commit, and redone by the next owner, if the
 /// partition moved on before the tracker got past it.
-pub(crate) fn merge(resumed: &Progress, tracked: &Progress) -> Progress {
-    let end_of = |p: &Progress| p.done_ranges().last().map_or(p.next(), |r| r.end);
-    if end_of(resumed) <= tracked.next() {
-        return tracked.clone(); // the tracker is past all of it
-    }
-    let end = end_of(resumed).max(end_of(tracked));
-    let base = resumed.next().max(tracked.next());
-    let mut done: Vec<std::ops::Range<u64>> = resumed
-        .done_ranges()
-        .chain(tracked.done_ranges())
-        .chain(std::iter::once(0..base))
-        .collect();
-    done.sort_by_key(|r| r.start);
-    // The offsets below `end` that neither says are done: in flight on the
-    // tracker, or pending in `resumed` and not sent yet.
-    let mut pending = Vec::new();
-    let mut at = 0; // everything below `at` is accounted for
-    for range in done {
-        if range.start > at {
-            pending.extend(at..range.start);
-        }
-        at = at.max(range.end);
-    }
-    match pending.first() {
-        None => Progress::at(end),
-        Some(&next) => {
-            Progress::from_pending(next, end, pending).unwrap_or_else(|| tracked.clone())
-        }
-    }
+pub(crate) fn merge(resumed: &Progress, tracked: &Progress, max_metadata_bytes: usize) -> Progress {
+    resumed.merge(tracked, max_metadata_bytes)
 }
 
 #[cfg(test)]
@@ -357,18 +378,18 @@ mod tests {
         let resumed = Progress::from_pending(100, 170, [100].into_iter().chain(150..160)).unwrap();
         // The tracker sent 100 (acked) and 150 (in flight), skipping 101..150.
         let tracked = Progress::from_pending(150, 151, [150]).unwrap();
-        let merged = merge(&resumed, &tracked);
+        let merged = merge(&resumed, &tracked, 4096);
         assert_eq!(merged.next(), 150);
         assert!(merged.is_done(149) && !merged.is_done(150) && !merged.is_done(155));
         assert!(merged.is_done(165) && !merged.is_done(170));
         // All acked up to 159: the resumed ranges join on.
-        assert_eq!(merge(&resumed, &Progress::at(160)), Progress::at(170));
+        assert_eq!(merge(&resumed, &Progress::at(160), 4096), Progress::at(170));
         // Past the resumed ranges: the tracker alone.
         let tracked = Progress::from_pending(180, 190, [180]).unwrap();
-        assert_eq!(merge(&resumed, &tracked), tracked);
+        assert_eq!(merge(&resumed, &tracked, 4096), tracked);
         // Nothing resumed beyond next.
         let tracked = Progress::from_pending(100, 105, [100, 103]).unwrap();
-        assert_eq!(merge(&Progress::at(100), &tracked), tracked);
+        assert_eq!(merge(&Progress::at(100), &tracked, 4096), tracked);
     }
 
     #[test]

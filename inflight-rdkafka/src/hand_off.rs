@@ -369,7 +369,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
         self.resume
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .merged(changes)
+            .merged(changes, M::max_metadata_bytes(&self.tracker))
     }
 
     /// Forgets what was read back for `partitions` (handed off).
@@ -487,8 +487,7 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
                 .resume
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .progress
-                .extend(progress),
+                .extend(progress, M::max_metadata_bytes(&self.tracker)),
             Err(e) => self.error(format!("reading committed progress: {e}")),
         }
     }

@@ -60,6 +60,16 @@ pub(crate) fn bitset_capacity(max: usize) -> u64 {
     low
 }
 
+/// The most positions not done (from `next` to the end of its last done
+/// range) that a progress held to a budget of `max` characters describes:
+/// as many as the budget's bitset form holds, at most [`BITSET_MAX_SPAN`].
+/// A tracker's unresolved records are held to it by [`check`] (each one a
+/// run-form byte, or a bitset position), and the records a failure keeps
+/// to `keep_max`, no more (see `watermark`).
+pub(crate) fn positions(max: usize) -> u64 {
+    bitset_capacity(max)
+}
+
 /// The worst case of a partition whose queued records of the current life
 /// are `records` (position order, each done, failed or open), if a new open
 /// record at `seq` joins them: `None` if it could outgrow `max` characters,

@@ -26,10 +26,14 @@
 //! The empty string means nothing is done beyond `next`. Decoding any
 //! string is safe: it returns an error or a progress, never panics, and
 //! keeps runs, not offsets, so it takes memory and time in proportion to
-//! the string's length however many offsets a run claims.
+//! the string's length however many offsets a run claims; and the
+//! positions not done it may describe are bounded (2^20, or the tracker's
+//! budget with [`Progress::decode_within`]), so that no consumer of it,
+//! [`Progress::merge`] included, lists more (see `decode`).
 //!
 //! [`next`]: Progress::next
 
+mod bounded;
 pub(crate) mod budget;
 mod track;
 
@@ -124,6 +128,10 @@ pub enum DecodeError {
     /// Well-formed but not in the canonical form `encode` writes (a run of
     /// length 0, say).
     NotCanonical,
+    /// Longer than the metadata budget, or describing more positions not
+    /// done than it allows (see [`Progress::decode_within`]; `decode`
+    /// allows what the largest budget does, 2^20).
+    OverBudget,
 }
 
 impl fmt::Display for DecodeError {
@@ -134,6 +142,7 @@ impl fmt::Display for DecodeError {
             DecodeError::Truncated => "the encoding ends in the middle of a number",
             DecodeError::Overflow => "the offsets run past u64::MAX",
             DecodeError::NotCanonical => "not the form the encoder writes",
+            DecodeError::OverBudget => "more positions than the metadata budget allows",
         })
     }
 }
@@ -316,11 +325,28 @@ impl Progress {
     /// time and memory proportional to its length. The empty string is
     /// "nothing done beyond `next`".
     ///
+    /// **The bound.** Metadata is input anyone who can commit to the group
+    /// writes, and the run form spends a varint per run however long: nine
+    /// characters can claim 2^34 offsets pending before one done. The
+    /// progress returned keeps runs, not offsets, and describes at most
+    /// 2^20 positions not done (between `next` and its last done offset:
+    /// as many as the widest bitset the encoder writes, more than any
+    /// tracker's budget lets it report); a string that describes more is
+    /// refused with [`DecodeError::OverBudget`]. So listing its pending
+    /// offsets one by one costs at most 2^20 of them. Use
+    /// [`decode_within`](Self::decode_within) to hold it to the tracker's
+    /// own budget (length and positions), and [`merge`](Self::merge) to
+    /// join it to what a tracker did since, within that budget; on any
+    /// error, start from the committed offset alone
+    /// ([`Progress::at`]`(next)`: records redone, never skipped).
+    ///
     /// ```
     /// use inflight::{DecodeError, Progress};
     /// assert_eq!(Progress::decode(42, ""), Ok(Progress::at(42)));
     /// assert_eq!(Progress::decode(42, "X1"), Err(DecodeError::UnknownVersion));
     /// assert!(Progress::decode(42, "R!!").is_err());
+    /// // 2^34 offsets pending, then one done: refused.
+    /// assert_eq!(Progress::decode(42, "RgICAgEAB"), Err(DecodeError::OverBudget));
     /// ```
     pub fn decode(next: u64, metadata: &str) -> Result<Progress, DecodeError> {
         let Some((&tag, body)) = metadata.as_bytes().split_first() else {
@@ -381,6 +407,9 @@ impl Progress {
         let progress = Self::canonical(next, runs.clone());
         if progress.runs != runs {
             return Err(DecodeError::NotCanonical);
+        }
+        if progress.pending_positions() > budget::positions(usize::MAX) {
+            return Err(DecodeError::OverBudget);
         }
         Ok(progress)
     }

@@ -247,6 +247,21 @@ where
         }
         out
     }
+
+    /// The metadata budget, in characters, that [`Builder::progress`] set:
+    /// what [`Progress::decode_within`] and [`Progress::merge`] take for
+    /// progress read back from a commit.
+    ///
+    /// ```
+    /// use inflight::{Progress, Tracker};
+    /// let tracker = Tracker::builder().progress(512).build();
+    /// # let _ = tracker.send("p", 0_u64);
+    /// let resumed = Progress::decode_within(100, "", tracker.max_metadata_bytes());
+    /// assert_eq!(resumed, Ok(Progress::at(100)));
+    /// ```
+    pub fn max_metadata_bytes(&self) -> usize {
+        self.progress.max_metadata_bytes
+    }
 }
 
 /// The progress a walk read, or `None` if the life has no record yet.
