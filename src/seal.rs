@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 /// **Commit at a barrier.** [`begin_flush`](Self::begin_flush) seals what
 /// was sent so far; the [`Flush`]'s [`wait`](Flush::wait) gives, once all
-/// of it is acked, each partition's **last done** offset among it (commit
-/// + 1 to Kafka), and [`commit`](Flush::commit) ends the flush.
+/// of it is acked, each partition's **last done** offset among it (to
+/// Kafka, commit it + 1), and [`commit`](Flush::commit) ends the flush.
 ///
 /// ```
 /// use std::time::Duration;
