@@ -299,8 +299,9 @@ impl<M: Resumable, C> HandOffContext<M, C> {
                     Vec::new()
                 }
                 Action::LetGo(partitions) => {
-                    // Relaxed: written by the assignment, on the polling
-                    // thread, which runs the hand-off's callbacks too.
+                    // Relaxed: written by the assignment before the
+                    // revocation's callback took the hand-off's mutex, which
+                    // this driver took since (see `assign`).
                     let cooperative = self.cooperative.load(Ordering::Relaxed);
                     if let Err(e) = edge.let_go(&list_of(&partitions), cooperative) {
                         self.error(format!("letting the revoked partitions go: {e}"));
