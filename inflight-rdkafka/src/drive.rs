@@ -299,8 +299,9 @@ impl<M: Resumable, C> HandOffContext<M, C> {
                     Vec::new()
                 }
                 Action::LetGo(partitions) => {
-                    // Relaxed: written by the assignment, on the polling
-                    // thread, which runs the hand-off's callbacks too.
+                    // Relaxed: written by the assignment before the
+                    // revocation's callback took the hand-off's mutex, which
+                    // this driver took since (see `assign`).
                     let cooperative = self.cooperative.load(Ordering::Relaxed);
                     if let Err(e) = edge.let_go(&list_of(&partitions), cooperative) {
                         self.error(format!("letting the revoked partitions go: {e}"));
@@ -484,6 +485,37 @@ mod tests {
         // The final commit carries what else is due: the user's partition.
         assert_eq!(fake.calls.borrow()[0], "commit t/0@6,t/9@0");
         assert_eq!(tracker.drain(Duration::ZERO), Err(DrainError::Interrupted));
+    }
+
+    /// Finding 3, concurrently: a user's wait and the hand-off's wait run
+    /// at once, and the user's interrupt reaches the user's wait, never the
+    /// hand-off (which goes on waiting for its record).
+    #[test]
+    fn a_users_wait_is_interrupted_while_a_hand_off_waits() {
+        let (tracker, stuck) = tracker();
+        let _users = tracker.send(tp(9), 0).unwrap();
+        let context = Context::new(tracker.clone(), Duration::from_secs(600));
+        std::thread::scope(|s| {
+            let hand_off = s.spawn(|| {
+                let fake = Fake::new(Ok(()));
+                context.on_revoke(&fake, &list_of(&[tp(0)]));
+                fake.calls.into_inner()
+            });
+            while !context.is_handing_off() {
+                std::thread::yield_now();
+            }
+            let user = s.spawn(|| tracker.drain(Duration::from_secs(30)));
+            tracker.interrupt();
+            let users = user.join().unwrap();
+            let still_waits = context.is_handing_off();
+            // (Acked before asserting: a failure does not wait the bound.)
+            tracker.ack(stuck).unwrap();
+            let calls = hand_off.join().unwrap();
+            assert_eq!(users, Err(DrainError::Interrupted));
+            assert!(still_waits, "the hand-off still waited");
+            assert_eq!(calls[0], "commit t/0@6,t/9@0");
+        });
+        assert_eq!(context.errors(), Vec::<String>::new());
     }
 
     /// Finding 2, without a cluster: a failed final commit counts and is

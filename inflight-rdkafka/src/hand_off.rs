@@ -443,15 +443,18 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
         // that still waits all the same (bounded by its drain timeout).
         self.finish_hand_off(consumer);
         if consumer.closed() {
-            // Served after the close terminated the group (see `let_go`):
-            // nothing to apply, and a request would wait for ever.
+            // Served after the close terminated the group: nothing to
+            // apply, and a request would wait for ever.
             return;
         }
         let cooperative = matches!(
             consumer.rebalance_protocol(),
             RebalanceProtocol::Cooperative
         );
-        // Relaxed: read and written on the polling thread only.
+        // Relaxed: a revocation's let-go reads it, on this thread or on
+        // one that finishes the hand-off after taking the hand-off's mutex,
+        // which the revocation's callback (on this thread, after this)
+        // took too.
         self.cooperative.store(cooperative, Ordering::Relaxed);
         let result = if cooperative {
             consumer.incremental_assign(assigned)
