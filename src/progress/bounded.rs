@@ -96,9 +96,9 @@ impl Progress {
     /// (its `next` is the first offset neither says is done), held to a
     /// budget of `max_metadata_bytes` characters: its last done ranges are
     /// dropped until it [`fits`](Self::fits) (an offset dropped is redone
-    /// after a restart, never skipped). Works on runs, not offsets: time
-    /// and memory in proportion to the ranges of the two, whatever they
-    /// span.
+    /// after a restart, never skipped). Works on runs, not offsets: memory
+    /// in proportion to the ranges of the two, and time to n log n of
+    /// them, whatever they span.
     ///
     /// For a consumer that resumed from a commit's progress and tracks
     /// what it has done since: the point to commit is the merge of the two.
@@ -153,11 +153,41 @@ impl Progress {
             at = range.end;
         }
         let mut merged = Progress { next, runs };
-        while !merged.runs.is_empty() && !merged.fits(max_metadata_bytes) {
-            let keep = merged.runs.len() - 2;
-            merged.runs.truncate(keep);
-        }
+        let keep = merged.pairs_that_fit(max_metadata_bytes);
+        merged.runs.truncate(2 * keep);
         merged
+    }
+
+    /// How many of its leading (not done, done) run pairs fit in
+    /// `max_metadata_bytes`: all of them, or the most that do (none if
+    /// none do). Dropping trailing pairs never lengthens either encoded
+    /// form nor adds a pending position, so whether a prefix fits is
+    /// monotone in its length: a binary search over prefixes, O(n log n)
+    /// for n runs (review 4: one pair at a time, each with a check of all
+    /// the runs, was O(n^2) on a large budget).
+    fn pairs_that_fit(&self, max_metadata_bytes: usize) -> usize {
+        let pairs = self.runs.len() / 2;
+        if self.fits(max_metadata_bytes) {
+            return pairs;
+        }
+        let prefix_fits = |k: usize| {
+            Progress {
+                next: self.next,
+                runs: self.runs[..2 * k].to_vec(),
+            }
+            .fits(max_metadata_bytes)
+        };
+        // `lo` fits (or is 0); every count above `hi` does not.
+        let (mut lo, mut hi) = (0, pairs - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if prefix_fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
     }
 }
 
@@ -170,6 +200,39 @@ mod tests {
         let end = done.last().map_or(next, |d| d.1);
         let pending = (next..end).filter(|o| !done.iter().any(|d| (d.0..d.1).contains(o)));
         Progress::from_pending(next, end, pending).unwrap()
+    }
+
+    /// The budget's cut (a binary search over prefixes) is the one the
+    /// first version made, dropping the last pair until the rest fits.
+    #[test]
+    fn the_budget_cut_keeps_the_most_pairs_that_fit() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next_random = |bound: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % bound
+        };
+        for _ in 0..300 {
+            let pairs = next_random(40) as usize;
+            let runs: Vec<u64> = (0..2 * pairs).map(|_| 1 + next_random(3_000)).collect();
+            let progress = Progress {
+                next: next_random(1 << 40),
+                runs,
+            };
+            for budget in [0, 4, 16, 64, 200, 4096] {
+                let mut linear = progress.clone();
+                while !linear.runs.is_empty() && !linear.fits(budget) {
+                    let keep = linear.runs.len() - 2;
+                    linear.runs.truncate(keep);
+                }
+                assert_eq!(
+                    progress.pairs_that_fit(budget) * 2,
+                    linear.runs.len(),
+                    "{progress:?} in {budget}"
+                );
+            }
+        }
     }
 
     /// `merge` against a brute-force union, offset by offset.
