@@ -340,6 +340,12 @@ impl Progress {
     /// error, start from the committed offset alone
     /// ([`Progress::at`]`(next)`: records redone, never skipped).
     ///
+    /// What the bound does not limit is how far the done ranges reach:
+    /// well-formed metadata can say every offset up to `u64::MAX` is done,
+    /// as a commit of a high offset can. A group's commits are trusted
+    /// input either way; the metadata only makes it less visible, since
+    /// the committed offset looks ordinary.
+    ///
     /// ```
     /// use inflight::{DecodeError, Progress};
     /// assert_eq!(Progress::decode(42, ""), Ok(Progress::at(42)));
