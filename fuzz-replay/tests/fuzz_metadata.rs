@@ -5,33 +5,21 @@
 //! first commit's encode are measured, and an allocation past the cap
 //! aborts.
 
+mod fuzz_support;
 #[allow(dead_code)]
 #[path = "../../fuzz/harness/mod.rs"]
 mod harness;
 
 use inflight::Progress;
-use std::path::PathBuf;
 
 #[global_allocator]
 static ALLOCATOR: harness::Capped = harness::Capped;
 
-/// Runs every file of `fuzz/corpus/metadata/` (as `fuzz_replay.rs` does
-/// for the other targets; a failure panics with the file's name).
+/// Runs every file of `fuzz/corpus/metadata/` (a failure panics with the
+/// file's name).
 #[test]
 fn corpus_metadata() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/metadata");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.expect("corpus entry").path())
-        .filter(|path| path.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "{} is empty", dir.display());
-    for file in &files {
-        let data = std::fs::read(file).expect("corpus file");
-        let run = std::panic::catch_unwind(|| harness::run_metadata(&data));
-        assert!(run.is_ok(), "{} fails", file.display());
-    }
+    fuzz_support::replay("metadata", harness::run_metadata);
 }
 
 /// Base64url (no padding) of LEB128 `runs`, after the run form's tag.

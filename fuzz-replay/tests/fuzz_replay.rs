@@ -14,31 +14,7 @@ use fuzz_support::*;
 use harness::{Act, Op, ThreadOp, Which};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-
-/// Runs `run` on every file of `fuzz/corpus/<target>/`, naming the inputs
-/// that panic.
-fn replay(target: &str, run: impl Fn(&[u8])) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.expect("corpus entry").path())
-        .filter(|path| path.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "{} is empty", dir.display());
-    let mut failed = Vec::new();
-    for file in &files {
-        let data = std::fs::read(file).expect("corpus file");
-        if std::panic::catch_unwind(AssertUnwindSafe(|| run(&data))).is_err() {
-            failed.push(file.display().to_string());
-        }
-    }
-    assert!(failed.is_empty(), "corpus inputs that fail: {failed:#?}");
-}
 
 /// Also checks that the corpus reaches every kind of planned panic in
 /// user code, in each call that may run it, and, on a progress tracker,

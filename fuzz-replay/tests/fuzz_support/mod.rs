@@ -1,6 +1,7 @@
 //! What the fuzz replay tests share: building op lists and reading what
-//! they returned. Included by `fuzz_replay.rs` and `fuzz_lifecycle.rs`
-//! (each includes the harness as `harness`).
+//! they returned, and the corpus replay. Included by `fuzz_replay.rs`,
+//! `fuzz_lifecycle.rs` and `fuzz_metadata.rs` (each includes the harness
+//! as `harness`).
 #![allow(dead_code)] // each test file uses a part
 
 use super::harness::{self, Act, Fired, Op, ResolveAll, SendBatch, Which};
@@ -179,4 +180,27 @@ fn encode_which(out: &mut Vec<u8>, which: &Which) {
         }
         Which::Foreign => variant(out, 6, WHICH),
     }
+}
+
+/// Runs `run` on every file of `fuzz/corpus/<target>/`, naming the inputs
+/// that panic.
+pub fn replay(target: &str, run: impl Fn(&[u8])) {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target);
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("corpus entry").path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} is empty", dir.display());
+    let mut failed = Vec::new();
+    for file in &files {
+        let data = std::fs::read(file).expect("corpus file");
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&data))).is_err() {
+            failed.push(file.display().to_string());
+        }
+    }
+    assert!(failed.is_empty(), "corpus inputs that fail: {failed:#?}");
 }
