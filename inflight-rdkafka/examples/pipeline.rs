@@ -19,15 +19,18 @@
 //! both, wrapped by `HandOffContext`. No record is dropped: a send the
 //! tracker refuses (at capacity, or at a partition's metadata budget)
 //! waits for room and is retried, and so is one the producer refuses while
-//! its queue is full. Runs for `SECONDS` (default 30), then stops cleanly:
+//! its queue is full (`SendTracked::send_tracked_timeout`). No released
+//! record is produced: a worker asks `is_current` before it produces, and
+//! a capacity keeps the records in flight few enough to drain within the
+//! hand-off's bound. Runs for `SECONDS` (default 30), then stops cleanly:
 //! stop consuming, let every record deliver, commit, leave the group
 //! (which hands the partitions off).
 
 use inflight::mode::Progress;
 use inflight::{ProgressTracker, SendError, Tracker};
 use inflight_rdkafka::{
-    commit_progress, finish_hand_off, HandOffContext, OnRebalance, Resumable, TicketOpaque,
-    TopicPartition, TrackingContext,
+    commit_progress, finish_hand_off, HandOffContext, OnRebalance, Resumable, SendTracked,
+    TicketOpaque, TopicPartition, TrackingContext,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -38,6 +41,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type Pipeline = ProgressTracker<TopicPartition, i64>;
+
+/// Records in flight at most: what the workers and the sink finish well
+/// within the hand-off's 5 s drain (the pool here takes about 4,000 a
+/// second: four threads, 1 ms each on average).
+const CAPACITY: usize = 2_048;
 
 /// The example's own consumer context: it prints each rebalance.
 /// `HandOffContext` wraps it and still calls it.
@@ -89,7 +97,12 @@ fn main() {
     let seconds: u64 = args.get(4).map_or(30, |s| s.parse().expect("SECONDS"));
 
     // Each partition's progress within Kafka's default metadata budget.
-    let tracker: Arc<Pipeline> = Arc::new(Tracker::builder().progress(4096).build());
+    // The capacity bounds the records in flight, so that a hand-off's
+    // drain (5 s, below) can finish them: size it to what the sink takes in
+    // well under that bound. Without one, a rebalance releases the records
+    // still queued for the workers, and the next owner redoes them.
+    let tracker: Arc<Pipeline> =
+        Arc::new(Tracker::builder().capacity(CAPACITY).progress(4096).build());
     let context =
         HandOffContext::wrap(Announce, tracker.clone(), Duration::from_secs(5)).defer_hand_off();
     let consumer: BaseConsumer<Context> = ClientConfig::new()
@@ -121,30 +134,29 @@ fn main() {
                 loop {
                     let job = queue.lock().unwrap().recv();
                     let Ok((payload, ticket)) = job else { return };
+                    let tracker = producer.context().tracker();
+                    if !tracker.is_current_raw(ticket.raw()) {
+                        // Its partition was handed off (a rebalance) since
+                        // it was consumed: the next owner produces it.
+                        // Failing the ticket of an ended life changes
+                        // nothing that is committed.
+                        let _ = ticket.fail(tracker);
+                        continue;
+                    }
                     // "Processing": a random delay, so acks come out of order.
                     seed ^= seed << 13;
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     std::thread::sleep(Duration::from_micros(seed % 2_000));
                     let result = [b"processed: ".as_slice(), &payload].concat();
-                    let mut record =
+                    let record =
                         BaseRecord::<(), [u8], TicketOpaque>::with_opaque_to(&sink, ticket)
                             .payload(&result);
-                    loop {
-                        match producer.send(record) {
-                            Ok(()) => break,
-                            Err((e, back)) if inflight_rdkafka::producer::is_queue_full(&e) => {
-                                // Room comes as deliveries complete (the
-                                // producer's own thread serves them).
-                                record = back;
-                                std::thread::sleep(Duration::from_millis(1));
-                            }
-                            Err((_, back)) => {
-                                // Refused for good: the record is redone after a restart.
-                                let _ = back.delivery_opaque.fail(producer.context().tracker());
-                                break;
-                            }
-                        }
+                    // While the producer's queue is full, wait for room (its
+                    // deliveries make it); a record refused for good has its
+                    // ticket failed: it is redone after a restart.
+                    if let Err(e) = producer.send_tracked_timeout(record, Duration::from_secs(30)) {
+                        eprintln!("produce: {e}");
                     }
                 }
             })

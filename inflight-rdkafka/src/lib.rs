@@ -115,6 +115,7 @@ pub mod commits;
 pub mod consumer;
 mod drive;
 pub mod hand_off;
+pub mod produce;
 pub mod producer;
 mod revocation;
 pub mod store;
@@ -124,5 +125,11 @@ pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, Topi
 pub use hand_off::{
     commit_progress, continue_hand_off, finish_hand_off, HandOffContext, OnRebalance,
 };
+pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};
+
+/// The README's code blocks, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
