@@ -15,7 +15,7 @@
 //! `+ 1`).
 
 use inflight::mode::{self, Watermarked};
-use inflight::{Progress, Revoked, Tracker, WatermarkTracker};
+use inflight::{Progress, Revoked, Tracker};
 use rdkafka::consumer::{Consumer, ConsumerContext};
 use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList, TopicPartitionListElem};
@@ -170,7 +170,9 @@ fn watermark_points(last_done: HashMap<TopicPartition, i64>) -> HashMap<TopicPar
 /// Returns how many partitions it stored. An error means a partition was
 /// not assigned to this consumer (any more): its watermark is not stored,
 /// and its next owner starts from the last commit (records redone, never
-/// skipped).
+/// skipped). Any tracker with watermarks: a
+/// [`WatermarkTracker`](inflight::WatermarkTracker), an inline one
+/// (`builder().inline_offsets().watermarks()`) or a progress tracker.
 ///
 /// ```no_run
 /// use inflight::{Tracker, WatermarkTracker};
@@ -199,9 +201,9 @@ fn watermark_points(last_done: HashMap<TopicPartition, i64>) -> HashMap<TopicPar
 ///     store_watermarks(&consumer, &tracker).expect("stored");
 /// }
 /// ```
-pub fn store_watermarks<K: ConsumerContext>(
+pub fn store_watermarks<K: ConsumerContext, M: Watermarked>(
     consumer: &impl Consumer<K>,
-    tracker: &WatermarkTracker<TopicPartition, i64>,
+    tracker: &Tracker<TopicPartition, i64, M>,
 ) -> KafkaResult<usize> {
     let points = watermark_points(tracker.committable());
     if points.is_empty() {
