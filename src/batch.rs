@@ -272,7 +272,12 @@ where
                     // SAFETY: as in `resolve`: read while the record was
                     // LIVE, proved by our CAS, and alive while it counts in
                     // the generation, until `run` leaves it.
-                    unsafe { &*generation }.add_failed(resolved.partition, resolved.life, 1);
+                    self.add_failed(
+                        unsafe { &*generation },
+                        resolved.partition,
+                        resolved.life,
+                        1,
+                    );
                     run.wakes = true; // a covering flush fails at once
                 }
                 if resolved.freed {

@@ -275,6 +275,30 @@ pub enum FlushError {
     /// the last committed ones. Returned as soon as a covered record has
     /// failed, while others may still be in flight: the flush can never
     /// succeed, so nobody waits for them.
+    ///
+    /// Every later flush fails too, until the failed record's partition is
+    /// revoked. [`Stats::stopped`](crate::Stats::stopped) names the
+    /// partitions: [`revoke`](crate::Tracker::revoke) each, rewind the
+    /// source to its committed offset, and send from there (the failed
+    /// record is redone; the other partitions' flushes commit again).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use inflight::{FlushError, Tracker};
+    /// let tracker = Tracker::new();
+    /// let good = tracker.send("a", 1_u64).unwrap();
+    /// let bad = tracker.send("b", 7_u64).unwrap();
+    /// tracker.ack(good).unwrap();
+    /// tracker.fail(bad).unwrap();
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 1 }));
+    /// drop(flush);
+    /// // Which partition? Revoke it, and redo it from its committed offset.
+    /// assert_eq!(tracker.stats().stopped, vec!["b"]);
+    /// let _ = tracker.revoke("b");
+    /// let mut flush = tracker.begin_flush().unwrap();
+    /// assert_eq!(flush.wait(Duration::ZERO).unwrap().get("a"), Some(&1));
+    /// ```
     Failed {
         /// Covered records resolved by `fail`, as far as seen so far (on a
         /// watermark tracker, those its partition's watermark has reached).
@@ -295,7 +319,8 @@ impl fmt::Display for FlushError {
             FlushError::Failed { failed } => {
                 write!(
                     f,
-                    "{failed} covered records failed; no offsets can be committed"
+                    "{failed} covered records failed; no offsets can be committed \
+                     (Stats::stopped names their partitions: revoke them)"
                 )
             }
             FlushError::NotReady => {

@@ -306,7 +306,14 @@ pub(crate) struct Lifecycle {
     /// Records that their own sends released, having found the life moved
     /// on after they published; the next revoke counts them.
     pub(crate) released_late: AtomicU64,
+    /// `FAILED_IN | life` once a record of the partition sent in `life`
+    /// failed (0: none yet): a barrier tracker's flushes fail while it is
+    /// the partition's current life, and `Stats::stopped` names it.
+    pub(crate) failed_in: AtomicU64,
 }
+
+/// The flag of [`Lifecycle::failed_in`] beside the life.
+pub(crate) const FAILED_IN: u64 = 1 << 32;
 
 /// One arena entry: a key, once written, and its partition's lifecycle.
 struct Key<P> {
@@ -323,6 +330,7 @@ impl<P> Key<P> {
             lifecycle: Lifecycle {
                 life: AtomicU32::new(0),
                 released_late: AtomicU64::new(0),
+                failed_in: AtomicU64::new(0),
             },
         }
     }

@@ -192,7 +192,7 @@ where
         // a generation is freed only after it drained.
         let generation = unsafe { &*generation };
         if outcome == Outcome::Fail {
-            generation.add_failed(resolved.partition, resolved.life, 1);
+            self.add_failed(generation, resolved.partition, resolved.life, 1);
         }
         // A failure wakes waiters too: a flush that covers it fails at once
         // (guarantee 15).
@@ -271,7 +271,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
                 // records far more often than failed ones.
                 if failed != 0 {
                     std::hint::cold_path();
-                    generation.add_failed(partition, life, failed);
+                    self.add_failed(generation, partition, life, failed);
                 }
                 // A failure wakes waiters too: a flush that covers it fails
                 // at once (guarantee 15).

@@ -78,7 +78,12 @@ pub struct Stats<P> {
     /// Watermark trackers: records not yet behind their partition's
     /// watermark (in flight, or acked behind one that is).
     pub uncommittable_records: u64,
-    /// Watermark trackers: partitions whose watermark a failure stopped.
+    /// Partitions that a failed record stops, in their current life: on a
+    /// watermark or progress tracker, whose watermark the failure stopped;
+    /// on a barrier tracker, whose failure makes every flush return
+    /// [`FlushError::Failed`](crate::FlushError::Failed). The way on is to
+    /// [`revoke`](Tracker::revoke) each and start it again from its
+    /// committed offset (its failed record is then redone).
     pub stopped: Vec<P>,
     /// Senders waiting for room on a bounded tracker:
     /// [`send_timeout`](Tracker::send_timeout) and
@@ -198,6 +203,19 @@ where
                 stats.held_records += kept;
             }
             None => {
+                // A barrier tracker's failure fails every flush until its
+                // partition is revoked: stopped while its life is current.
+                for number in 0..self.partitions.numbered() {
+                    let Some(lifecycle) = self.partitions.lifecycle(number) else {
+                        continue;
+                    };
+                    // Relaxed, both: statistics (see `Tracker::add_failed`).
+                    let failed_in = lifecycle.failed_in.load(Ordering::Relaxed);
+                    let life = lifecycle.life.load(Ordering::Relaxed);
+                    if failed_in == crate::partition::FAILED_IN | u64::from(life) {
+                        stats.stopped.extend(self.partitions.key(number).cloned());
+                    }
+                }
                 let mut by_number = vec![0_usize; self.partitions.numbered()];
                 self.slots.for_each_live(|_, _, number, _| {
                     if let Some(count) = by_number.get_mut(number as usize) {

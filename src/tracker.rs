@@ -336,6 +336,29 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
         woken.and(made_room)
     }
 
+    /// Counts `n` failed resolutions of records of `partition` sent in
+    /// `life` in `generation` (before their leave), and marks the
+    /// partition failed in that life for `Stats::stopped`. Cold: a
+    /// failure allocates its generation's note anyway.
+    #[cold]
+    pub(crate) fn add_failed(&self, generation: &Generation, partition: u32, life: u32, n: u64) {
+        generation.add_failed(partition, life, n);
+        if let Some(lifecycle) = self.partitions.lifecycle(partition as usize) {
+            let marked = crate::partition::FAILED_IN | u64::from(life);
+            // Relaxed, both: read by `stats` as a statistic; the flush
+            // decides from the generation's note. Never back to an older
+            // life: a failure of an ended life that lands late leaves a
+            // newer life's mark.
+            let _ =
+                lifecycle
+                    .failed_in
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |seen| {
+                        let older = seen != 0 && crate::watermark::newer(seen as u32, life);
+                        (seen != marked && !older).then_some(marked)
+                    });
+        }
+    }
+
     /// Whether `life` is the current life of partition `partition`: no
     /// revoke ended it.
     pub(crate) fn is_current_life(&self, partition: u32, life: u32) -> bool {
