@@ -152,13 +152,36 @@ impl Progress {
             runs.push(range.end - range.start);
             at = range.end;
         }
-        let mut merged = Progress { next, runs };
-        while !merged.runs.is_empty() && !merged.fits(max_metadata_bytes) {
-            let keep = merged.runs.len() - 2;
-            merged.runs.truncate(keep);
-        }
+        runs.truncate(fitting(&runs, max_metadata_bytes));
+        let merged = Progress { next, runs };
+        debug_assert!(merged.fits(max_metadata_bytes), "{merged:?}");
         merged
     }
+}
+
+/// How many of `runs` (pending and done, alternating, from a pending one)
+/// to keep so that they fit `max` characters: the longest prefix that ends
+/// with a done run and [`fits`](Progress::fits). One pass: the encoding's
+/// two forms and the positions not done all grow with the prefix.
+fn fitting(runs: &[u64], max: usize) -> usize {
+    let positions = budget::positions(max);
+    let (mut bytes, mut span, mut pending) = (0_usize, 0_u64, 0_u64);
+    let mut keep = 0;
+    for (i, pair) in runs.chunks_exact(2).enumerate() {
+        let (not_done, done) = (pair[0], pair[1]);
+        bytes = bytes
+            .saturating_add(super::varint_len(not_done))
+            .saturating_add(super::varint_len(done));
+        span = span.saturating_add(not_done).saturating_add(done);
+        pending = pending.saturating_add(not_done);
+        let runs_form = budget::chars(bytes);
+        let len = budget::bitset_chars(span).map_or(runs_form, |bitset| bitset.min(runs_form));
+        if len > max || pending > positions {
+            break;
+        }
+        keep = 2 * (i + 1);
+    }
+    keep
 }
 
 #[cfg(test)]
@@ -207,9 +230,24 @@ mod tests {
         // Scattered done offsets on both sides: the union needs more room.
         let a = Progress::from_pending(0, 4_000, (0..4_000).step_by(3)).unwrap();
         let b = Progress::from_pending(0, 8_000, (0..8_000).step_by(5)).unwrap();
+        let union = a.merge(&b, usize::MAX);
         for max in [0, 3, 10, 100, 600, 4096] {
             let merged = a.merge(&b, max);
             assert!(merged.fits(max), "{max}: {}", merged.encoded_len());
+            // The longest prefix of the union's runs that fits.
+            let kept = merged.runs.len();
+            assert_eq!(merged.runs[..], union.runs[..kept], "{max}");
+            if kept < union.runs.len() {
+                let longer = Progress {
+                    next: union.next,
+                    runs: union.runs[..kept + 2].to_vec(),
+                };
+                assert!(
+                    !longer.fits(max),
+                    "{max}: {kept} runs kept of {}",
+                    union.runs.len()
+                );
+            }
             // Only the last done ranges go: what it still says is the union's.
             for offset in (0..8_000).step_by(7) {
                 if merged.is_done(offset) {
