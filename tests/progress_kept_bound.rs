@@ -117,15 +117,47 @@ fn scattered_failures_never_fill_the_budget_for_good() {
 
 /// Failures, acks, revokes and `progress()` racing; afterwards, with every
 /// partition revoked, the kept slots are let go and reused.
+///
+/// The revoking thread goes on until each sender has had `SENT` sends
+/// accepted (and at least 2,000 rounds): the race must happen. It once
+/// failed in CI (issue 38, item 10) when it did not: on a loaded machine
+/// the revoking thread ran its 2,000 rounds before either sender ran, so
+/// nothing was sent, `slots` was 0, and the fresh partition's sends below
+/// took a new chunk of 128 slots ("left: 128, right: 0", read as
+/// `held_records`). [`kept_let_go_when_the_senders_start_late`] forces
+/// that order.
 #[test]
 fn kept_let_go_under_races() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    kept_race(false);
+}
+
+/// [`kept_let_go_under_races`] with its senders held until the revoking
+/// thread's 2,000 rounds are done, the order a loaded machine once
+/// scheduled: the race still happens (the old test, which stopped after
+/// 2,000 rounds whatever the senders did, failed this way every time).
+#[test]
+fn kept_let_go_when_the_senders_start_late() {
+    kept_race(true);
+}
+
+/// The race of [`kept_let_go_under_races`]; with `late`, the senders start
+/// only once the revoking thread has done its 2,000 rounds.
+fn kept_race(late: bool) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    /// Sends each sender must have had accepted before the race may end.
+    const SENT: u64 = 1_000;
     let tracker: ProgressTracker<u32, u64> = Tracker::builder().capacity(64).progress(4096).build();
-    let stop = AtomicBool::new(false);
+    let (stop, go) = (AtomicBool::new(false), AtomicBool::new(!late));
+    let sent = [AtomicU64::new(0), AtomicU64::new(0)];
     std::thread::scope(|s| {
         for p in 0..2u32 {
-            let (tracker, stop) = (&tracker, &stop);
+            let (tracker, stop, go, sent) = (&tracker, &stop, &go, &sent[p as usize]);
             s.spawn(move || {
+                // Relaxed: a flag; the sends that follow synchronise
+                // through the tracker.
+                while !go.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
                 let mut o = 0u64;
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -133,6 +165,8 @@ fn kept_let_go_under_races() {
                     o += 1;
                     match tracker.send(p, o) {
                         Ok(t) => {
+                            // Relaxed: a count the revoking thread polls.
+                            sent.fetch_add(1, Ordering::Relaxed);
                             let r = if i.is_multiple_of(97) {
                                 tracker.fail(t)
                             } else {
@@ -151,9 +185,12 @@ fn kept_let_go_under_races() {
                 }
             });
         }
-        let (tracker, stop) = (&tracker, &stop);
+        let (tracker, stop, go, sent) = (&tracker, &stop, &go, &sent);
         s.spawn(move || {
-            for k in 0..2000u32 {
+            let mut k = 0u32;
+            // Relaxed: see above; the senders make progress whatever we do
+            // (a revoke forgets a debt that refuses their sends).
+            while k < 2000 || sent.iter().any(|n| n.load(Ordering::Relaxed) < SENT) {
                 for (_, p) in tracker.progress() {
                     let _ = p.encode();
                 }
@@ -161,19 +198,33 @@ fn kept_let_go_under_races() {
                     let _ = tracker.revoke(&(k % 2));
                 }
                 std::thread::yield_now();
+                k = k.wrapping_add(1);
+                if k == 2000 {
+                    // Relaxed: as the senders' load.
+                    go.store(true, Ordering::Relaxed);
+                }
             }
             stop.store(true, Ordering::Relaxed);
         });
     });
+    // Held records here are the records the watermark has not passed
+    // (`uncommittable_records`, at most the capacity, 64: each holds its
+    // permit) and those a failure kept (what `held_records` counts beyond
+    // them); the statistics before and after the last revokes say which.
+    let before = tracker.stats();
     let _ = tracker.revoke(&0);
     let _ = tracker.revoke(&1);
-    let slots = tracker.stats().slots;
+    let stats = tracker.stats();
+    let slots = stats.slots;
     assert!(slots <= 64 + 2 * KEEP + 1024, "slots {slots}");
-    assert_eq!(tracker.stats().held_records, 0);
+    assert_eq!(
+        stats.held_records, 0,
+        "after the last revokes {stats:?}; before them {before:?}"
+    );
     // The kept slots were let go: a fresh partition reuses them.
     for o in 0..10_000u64 {
         let t = tracker.send(7, o).unwrap();
         tracker.ack(t).unwrap();
     }
-    assert_eq!(tracker.stats().slots, slots);
+    assert_eq!(tracker.stats().slots, slots, "slots taken anew");
 }

@@ -62,6 +62,11 @@ pub trait ProgressStore: Send + Sync {
     /// committed offsets (and metadata) for them as the consumer read them
     /// back, waiting at most `timeout`. A partition with nothing kept is
     /// left out (it starts where `auto.offset.reset` says).
+    ///
+    /// What is kept is not trusted: [`HandOffContext`](crate::HandOffContext)
+    /// holds each point to the tracker's metadata budget
+    /// ([`Progress::fits`]); one that does not fit counts as its offset
+    /// alone, with nothing done beyond it (records redone, never skipped).
     fn load(
         &self,
         committed: &TopicPartitionList,

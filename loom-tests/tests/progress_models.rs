@@ -372,3 +372,61 @@ fn keep_past_the_bound_vs_progress_and_slot_reuse() {
         );
     });
 }
+
+/// P8 (issue 38, item 10). What a failure keeps is let go once the
+/// partition is revoked, however the failure, the acks behind it and a
+/// revoke race: 0 and 1 of `p` in flight; one thread fails 0 and acks 1
+/// (the advance keeps 0 and 1 for `progress()`, or passes them as records
+/// of an ended life), another revokes `p` meanwhile, and a send of the new
+/// life follows on the first. After both, a last revoke: nothing is held
+/// (`held_records` 0: no kept record, nothing unpassed).
+#[test]
+fn kept_records_go_after_racing_revokes() {
+    run_model_bounded("kept_records_go_after_racing_revokes", 2, || {
+        let tracker = progress_tracker();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let one = tracker.send("p", seq(1)).unwrap();
+        let t2 = tracker.clone();
+        let other = thread::spawn(move || {
+            let _ = t2.revoke("p");
+        });
+        let _ = tracker.fail(zero);
+        let _ = tracker.ack(one);
+        if let Ok(two) = tracker.send("p", seq(2)) {
+            let _ = tracker.ack(two);
+        }
+        other.join().unwrap();
+        let _ = tracker.revoke("p");
+        let stats = tracker.stats();
+        assert_eq!(stats.held_records, 0, "{stats:?}");
+    });
+}
+
+/// P8b. As P8, with a failure in the new life too: the revoking thread
+/// sends offset 5 of the new life and fails it (a keep of the new life),
+/// while the first fails 0, acks 1 and sends 2 (of whichever life it
+/// reads). After both, a last revoke: nothing held.
+#[test]
+fn kept_records_of_two_lives_go_after_racing_revokes() {
+    run_model_bounded("kept_records_of_two_lives_go_after_racing_revokes", 2, || {
+        let tracker = progress_tracker();
+        let zero = tracker.send("p", seq(0)).unwrap();
+        let one = tracker.send("p", seq(1)).unwrap();
+        let t2 = tracker.clone();
+        let other = thread::spawn(move || {
+            let _ = t2.revoke("p");
+            if let Ok(five) = t2.send("p", seq(5)) {
+                let _ = t2.fail(five);
+            }
+        });
+        let _ = tracker.fail(zero);
+        let _ = tracker.ack(one);
+        if let Ok(two) = tracker.send("p", seq(9)) {
+            let _ = tracker.ack(two);
+        }
+        other.join().unwrap();
+        let _ = tracker.revoke("p");
+        let stats = tracker.stats();
+        assert_eq!(stats.held_records, 0, "{stats:?}");
+    });
+}

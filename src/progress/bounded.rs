@@ -96,9 +96,9 @@ impl Progress {
     /// (its `next` is the first offset neither says is done), held to a
     /// budget of `max_metadata_bytes` characters: its last done ranges are
     /// dropped until it [`fits`](Self::fits) (an offset dropped is redone
-    /// after a restart, never skipped). Works on runs, not offsets: memory
-    /// in proportion to the ranges of the two, and time to n log n of
-    /// them, whatever they span.
+    /// after a restart, never skipped). Works on runs, not offsets: time
+    /// and memory in proportion to the ranges of the two, whatever they
+    /// span.
     ///
     /// For a consumer that resumed from a commit's progress and tracks
     /// what it has done since: the point to commit is the merge of the two.
@@ -152,43 +152,36 @@ impl Progress {
             runs.push(range.end - range.start);
             at = range.end;
         }
-        let mut merged = Progress { next, runs };
-        let keep = merged.pairs_that_fit(max_metadata_bytes);
-        merged.runs.truncate(2 * keep);
+        runs.truncate(fitting(&runs, max_metadata_bytes));
+        let merged = Progress { next, runs };
+        debug_assert!(merged.fits(max_metadata_bytes), "{merged:?}");
         merged
     }
+}
 
-    /// How many of its leading (not done, done) run pairs fit in
-    /// `max_metadata_bytes`: all of them, or the most that do (none if
-    /// none do). Dropping trailing pairs never lengthens either encoded
-    /// form nor adds a pending position, so whether a prefix fits is
-    /// monotone in its length: a binary search over prefixes, O(n log n)
-    /// for n runs (review 4: one pair at a time, each with a check of all
-    /// the runs, was O(n^2) on a large budget).
-    fn pairs_that_fit(&self, max_metadata_bytes: usize) -> usize {
-        let pairs = self.runs.len() / 2;
-        if self.fits(max_metadata_bytes) {
-            return pairs;
+/// How many of `runs` (pending and done, alternating, from a pending one)
+/// to keep so that they fit `max` characters: the longest prefix that ends
+/// with a done run and [`fits`](Progress::fits). One pass: the encoding's
+/// two forms and the positions not done all grow with the prefix.
+fn fitting(runs: &[u64], max: usize) -> usize {
+    let positions = budget::positions(max);
+    let (mut bytes, mut span, mut pending) = (0_usize, 0_u64, 0_u64);
+    let mut keep = 0;
+    for (i, pair) in runs.chunks_exact(2).enumerate() {
+        let (not_done, done) = (pair[0], pair[1]);
+        bytes = bytes
+            .saturating_add(super::varint_len(not_done))
+            .saturating_add(super::varint_len(done));
+        span = span.saturating_add(not_done).saturating_add(done);
+        pending = pending.saturating_add(not_done);
+        let runs_form = budget::chars(bytes);
+        let len = budget::bitset_chars(span).map_or(runs_form, |bitset| bitset.min(runs_form));
+        if len > max || pending > positions {
+            break;
         }
-        let prefix_fits = |k: usize| {
-            Progress {
-                next: self.next,
-                runs: self.runs[..2 * k].to_vec(),
-            }
-            .fits(max_metadata_bytes)
-        };
-        // `lo` fits (or is 0); every count above `hi` does not.
-        let (mut lo, mut hi) = (0, pairs - 1);
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if prefix_fits(mid) {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        lo
+        keep = 2 * (i + 1);
     }
+    keep
 }
 
 #[cfg(test)]
@@ -202,8 +195,8 @@ mod tests {
         Progress::from_pending(next, end, pending).unwrap()
     }
 
-    /// The budget's cut (a binary search over prefixes) is the one the
-    /// first version made, dropping the last pair until the rest fits.
+    /// The budget's cut (one pass over the runs) is the one the first
+    /// version made, dropping the last pair until the rest fits.
     #[test]
     fn the_budget_cut_keeps_the_most_pairs_that_fit() {
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
@@ -227,7 +220,7 @@ mod tests {
                     linear.runs.truncate(keep);
                 }
                 assert_eq!(
-                    progress.pairs_that_fit(budget) * 2,
+                    fitting(&progress.runs, budget),
                     linear.runs.len(),
                     "{progress:?} in {budget}"
                 );
@@ -270,9 +263,24 @@ mod tests {
         // Scattered done offsets on both sides: the union needs more room.
         let a = Progress::from_pending(0, 4_000, (0..4_000).step_by(3)).unwrap();
         let b = Progress::from_pending(0, 8_000, (0..8_000).step_by(5)).unwrap();
+        let union = a.merge(&b, usize::MAX);
         for max in [0, 3, 10, 100, 600, 4096] {
             let merged = a.merge(&b, max);
             assert!(merged.fits(max), "{max}: {}", merged.encoded_len());
+            // The longest prefix of the union's runs that fits.
+            let kept = merged.runs.len();
+            assert_eq!(merged.runs[..], union.runs[..kept], "{max}");
+            if kept < union.runs.len() {
+                let longer = Progress {
+                    next: union.next,
+                    runs: union.runs[..kept + 2].to_vec(),
+                };
+                assert!(
+                    !longer.fits(max),
+                    "{max}: {kept} runs kept of {}",
+                    union.runs.len()
+                );
+            }
             // Only the last done ranges go: what it still says is the union's.
             for offset in (0..8_000).step_by(7) {
                 if merged.is_done(offset) {

@@ -30,8 +30,13 @@ pub(super) fn advance_once<O, M: Mode>(
     // failed one on (see `Queue::kept`), until the life ends. Relaxed: a
     // revoke's store, published by its add to `work`, which our (or our
     // caller's) `work` read-modify-write acquired.
+    // Mutant `kept_outlives_revoke` (loom suite only): a revoke's end of
+    // the kept life is not seen here, so its records stay kept until a
+    // record of a newer life is passed, for ever if none comes.
     if stopped & KEPT != 0
-        && (newer(queue.ended.load(Ordering::Relaxed), stopped as u32) || !keeps(queue, stopped))
+        && ((cfg!(not(inflight_mutant = "kept_outlives_revoke"))
+            && newer(queue.ended.load(Ordering::Relaxed), stopped as u32))
+            || !keeps(queue, stopped))
     {
         // A revoke ended the kept life, and no record of a newer one may
         // come to say so; or a sender found that the life's fixed blocks
