@@ -23,7 +23,7 @@ use crate::generation::{Generation, Installed};
 use crate::mode::Mode;
 use crate::send::inline_bits;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
-use crate::sync::thread_index;
+use crate::sync::{fence, thread_index, Ordering};
 use crate::ticket::{RawTicket, Ticket};
 use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendError, Tracker};
 use std::hash::Hash;
@@ -92,6 +92,14 @@ where
             let tag = if M::WATERMARKS {
                 self.slots.prepare(slot, offset, number as u32, life, holds)
             } else {
+                // Release fence: the slot's reuse (its acquire from the free
+                // list, after its last record's resolution) before the
+                // fields `fill` writes, as `stamp`'s fence does for a send:
+                // an `is_current` that reads one of them without holding
+                // the slot then sees, after its Acquire fence, that the
+                // slot's state moved on from the ticket it checks. Free on
+                // x86.
+                fence(Ordering::Release);
                 self.slots.fill(slot, offset, number as u32, life);
                 0
             };

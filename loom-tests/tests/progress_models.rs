@@ -408,25 +408,29 @@ fn kept_records_go_after_racing_revokes() {
 /// reads). After both, a last revoke: nothing held.
 #[test]
 fn kept_records_of_two_lives_go_after_racing_revokes() {
-    run_model_bounded("kept_records_of_two_lives_go_after_racing_revokes", 2, || {
-        let tracker = progress_tracker();
-        let zero = tracker.send("p", seq(0)).unwrap();
-        let one = tracker.send("p", seq(1)).unwrap();
-        let t2 = tracker.clone();
-        let other = thread::spawn(move || {
-            let _ = t2.revoke("p");
-            if let Ok(five) = t2.send("p", seq(5)) {
-                let _ = t2.fail(five);
+    run_model_bounded(
+        "kept_records_of_two_lives_go_after_racing_revokes",
+        2,
+        || {
+            let tracker = progress_tracker();
+            let zero = tracker.send("p", seq(0)).unwrap();
+            let one = tracker.send("p", seq(1)).unwrap();
+            let t2 = tracker.clone();
+            let other = thread::spawn(move || {
+                let _ = t2.revoke("p");
+                if let Ok(five) = t2.send("p", seq(5)) {
+                    let _ = t2.fail(five);
+                }
+            });
+            let _ = tracker.fail(zero);
+            let _ = tracker.ack(one);
+            if let Ok(two) = tracker.send("p", seq(9)) {
+                let _ = tracker.ack(two);
             }
-        });
-        let _ = tracker.fail(zero);
-        let _ = tracker.ack(one);
-        if let Ok(two) = tracker.send("p", seq(9)) {
-            let _ = tracker.ack(two);
-        }
-        other.join().unwrap();
-        let _ = tracker.revoke("p");
-        let stats = tracker.stats();
-        assert_eq!(stats.held_records, 0, "{stats:?}");
-    });
+            other.join().unwrap();
+            let _ = tracker.revoke("p");
+            let stats = tracker.stats();
+            assert_eq!(stats.held_records, 0, "{stats:?}");
+        },
+    );
 }

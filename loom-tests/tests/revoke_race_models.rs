@@ -225,3 +225,42 @@ fn is_current_vs_revoke_and_slot_reuse() {
         assert_eq!(tracker.in_flight(), 0);
     });
 }
+
+/// R6b. R6 with the new life's records sent as a batch on a barrier
+/// tracker, whose records but the last are only filled (no stamp) before
+/// their publish: the first of the two reuses the released record's slot.
+/// The batch's Release fence before each fill keeps the check from taking
+/// the reused slot's fields for the ticket's.
+#[test]
+fn is_current_vs_revoke_and_batch_reuse() {
+    run_model("is_current_vs_revoke_and_batch_reuse", || {
+        use loom::sync::atomic::{AtomicBool, Ordering};
+        let tracker = Arc::new(
+            Tracker::<&'static str, u64, _>::builder()
+                .inline_offsets()
+                .build(),
+        );
+        let ticket = tracker.send("p", 1).unwrap();
+        let revoked = Arc::new(AtomicBool::new(false));
+        let (t2, flag) = (tracker.clone(), revoked.clone());
+        let other = thread::spawn(move || {
+            assert_eq!(t2.revoke("p").released, 1);
+            // Release: the revoke's work before the flag.
+            flag.store(true, Ordering::Release);
+            let mut tickets = Vec::new();
+            t2.send_batch(&"p", [1, 2], &mut tickets).unwrap();
+            tickets
+        });
+        let _ = tracker.is_current(&ticket);
+        // Acquire: pairs with the flag's Release store.
+        if revoked.load(Ordering::Acquire) {
+            assert!(!tracker.is_current(&ticket), "revoked, yet current");
+        }
+        let restarted = other.join().unwrap();
+        assert!(!tracker.is_current(&ticket));
+        assert!(restarted.iter().all(|t| tracker.is_current(t)));
+        assert_eq!(tracker.fail(ticket), Err(ResolveError::Revoked));
+        tracker.ack_all(restarted).unwrap();
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}

@@ -515,9 +515,11 @@ impl<O> Slab<O> {
             return None;
         }
         let found = (slot.partition(), slot.life());
-        // Acquire fence: pairs with `stamp`'s Release fence. If a reuse of
-        // the slot wrote either field we read, the re-check below sees its
-        // new tag, and we drop what we read.
+        // Acquire fence: pairs with `stamp`'s Release fence (a send's
+        // reuse) or the one a batch runs before `fill` (a batch record's
+        // reuse, which takes no stamp). If a reuse of the slot wrote either
+        // field we read, the re-check below sees the state moved on from
+        // our tag or from `LIVE`, and we drop what we read.
         fence(Ordering::Acquire);
         // Relaxed: ordered after the reads above by the fence.
         live(slot.state.load(Ordering::Relaxed)).then_some(found)
