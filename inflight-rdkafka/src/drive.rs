@@ -11,10 +11,10 @@ use crate::consumer::{Resumable, TopicPartition};
 use crate::hand_off::{HandOffContext, OnRebalance};
 use crate::revocation::{Action, Look, Revoked};
 use rdkafka::bindings;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, Rebalance};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::TopicPartitionList;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,14 @@ pub(crate) trait Edge<M: Resumable, C> {
     fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()>;
     /// Your `post_rebalance` for the revocation of `list`.
     fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList);
+    /// Your `commit_callback` for a commit of the hand-off's that failed
+    /// (rdkafka gives a synchronous commit's result to none).
+    fn commit_callback(
+        &self,
+        context: &HandOffContext<M, C>,
+        result: KafkaResult<()>,
+        list: &TopicPartitionList,
+    );
 }
 
 impl<M: Resumable, C: OnRebalance> Edge<M, C> for BaseConsumer<HandOffContext<M, C>> {
@@ -86,6 +94,15 @@ impl<M: Resumable, C: OnRebalance> Edge<M, C> for BaseConsumer<HandOffContext<M,
 
     fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList) {
         OnRebalance::post_rebalance(context.inner(), self, &Rebalance::Revoke(list));
+    }
+
+    fn commit_callback(
+        &self,
+        context: &HandOffContext<M, C>,
+        result: KafkaResult<()>,
+        list: &TopicPartitionList,
+    ) {
+        ConsumerContext::commit_callback(context.inner(), result, list);
     }
 }
 
@@ -131,7 +148,7 @@ fn code(err: bindings::rd_kafka_resp_err_t) -> KafkaResult<()> {
     }
 }
 
-impl<M: Resumable, C> Edge<M, C> for PollEdge {
+impl<M: Resumable, C: ConsumerContext> Edge<M, C> for PollEdge {
     fn handle(&self) -> Option<Handle> {
         Some(self.0)
     }
@@ -197,6 +214,16 @@ impl<M: Resumable, C> Edge<M, C> for PollEdge {
     fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList) {
         // No consumer to give it: the next call that has one runs it.
         context.owe_post_rebalance(list.clone());
+    }
+
+    fn commit_callback(
+        &self,
+        context: &HandOffContext<M, C>,
+        result: KafkaResult<()>,
+        list: &TopicPartitionList,
+    ) {
+        // The context is at hand: yours runs now, as rdkafka's poll would.
+        ConsumerContext::commit_callback(context.inner(), result, list);
     }
 }
 
@@ -344,14 +371,17 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             }
             Action::Commit => {
                 let tracker = self.tracker();
-                let result = self.commits().commit_taken(
+                let committed = self.commits().commit_listed(
                     || self.merged(M::changes(tracker)),
                     rdkafka::consumer::CommitMode::Sync,
                     self.progress_store(),
                     |list| edge.commit(list),
                 );
-                if let Err(e) = result {
+                if let Err(e) = &committed.result {
                     self.error(format!("commit as the consumer closes: {e}"));
+                }
+                if let Some((e, list)) = committed.failed {
+                    edge.commit_callback(self, Err(e), &list);
                 }
                 Vec::new()
             }
@@ -401,17 +431,27 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             partitions,
             commit,
             || self.merged(M::changes(tracker)),
-            |partition| M::revoked(&tracker.revoke(partition)),
+            |partition| {
+                let point = M::revoked(&tracker.revoke(partition))?;
+                // With what was read back, as every point (never behind
+                // what the group has).
+                self.merged(HashMap::from([(partition.clone(), point)]))
+                    .remove(partition)
+            },
             self.progress_store(),
             |list| edge.commit(list),
         );
+        self.forget_resumed(partitions);
         if let Err(e) = &over.result {
             self.error(format!(
                 "final commit: {e}; {partitions:?} handed off without it (their next owner \
                  redoes what was not committed)"
             ));
+            // Yours last: its panic finds the hand-over done.
+            if let Some(list) = &over.list {
+                edge.commit_callback(self, over.result.clone(), list);
+            }
         }
-        self.forget_resumed(partitions);
     }
 }
 
@@ -487,6 +527,16 @@ mod tests {
         }
         fn post_rebalance(&self, _: &Context, list: &TopicPartitionList) {
             self.record("post", list);
+        }
+        fn commit_callback(&self, _: &Context, result: KafkaResult<()>, list: &TopicPartitionList) {
+            self.record(
+                if result.is_ok() {
+                    "callback ok"
+                } else {
+                    "callback failed"
+                },
+                list,
+            );
         }
     }
 
@@ -590,7 +640,7 @@ mod tests {
     }
 
     /// Finding 2, without a cluster: a failed final commit counts and is
-    /// reported.
+    /// reported, in `errors()` and to your `commit_callback`.
     #[test]
     fn a_failed_final_commit_counts_and_is_reported() {
         let (tracker, stuck) = tracker();
@@ -606,9 +656,15 @@ mod tests {
             errors.len() == 1 && errors[0].starts_with("final commit:"),
             "{errors:?}"
         );
+        // Review finding 4: it reaches your `commit_callback` too.
         assert_eq!(
             *fake.calls.borrow(),
-            ["commit t/0@6", "let go t/0", "post t/0"]
+            [
+                "commit t/0@6",
+                "callback failed t/0@6",
+                "let go t/0",
+                "post t/0"
+            ]
         );
     }
 

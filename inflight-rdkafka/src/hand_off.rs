@@ -441,6 +441,10 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
             // apply, and a request would wait for ever.
             return;
         }
+        // Points of these partitions are taken again (a partition handed
+        // off here earlier is this consumer's again).
+        self.commits
+            .assigned(&crate::drive::partitions_of(assigned));
         let cooperative = matches!(
             consumer.rebalance_protocol(),
             RebalanceProtocol::Cooperative
@@ -472,6 +476,8 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
         if assigned.count() == 0 {
             return;
         }
+        self.commits
+            .assigned(&crate::drive::partitions_of(assigned));
         let started = std::time::Instant::now();
         let read = consumer
             .committed_offsets(assigned.clone(), self.read_timeout)
