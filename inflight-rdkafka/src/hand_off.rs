@@ -140,14 +140,26 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   **A failed commit** is never lost from sight: every commit of a point
 ///   sent from here that fails counts in
 ///   [`commit_failures`](Self::commit_failures) and goes on to your
-///   `commit_callback` (an asynchronous one's result) or into
-///   [`errors`](Self::errors) (the final commit's), also when its partition
-///   was handed off since (then its next owner starts from the group's
-///   last commit, and the error says so). A point of a partition still
+///   `commit_callback` (an asynchronous one's result; the final commit's
+///   and a closing consumer's, which rdkafka reports to no callback, with
+///   their list) and, for the hand-off's, into [`errors`](Self::errors),
+///   also when its partition was handed off since (then its next owner
+///   starts from the group's last commit, and the error says so). A point
+///   whose save in the [`store`](Self::store) failed counts too; each
+///   partition of a partly failed commit is judged by its own error. A point of a partition still
 ///   here is due again, and the next [`commit_progress`] sends it. A point
 ///   taken in a partition's ended life (a committer thread's snapshot from
 ///   before a hand-off) is never committed: the partition's committed
-///   offset never moves back behind its next owner's.
+///   offset never moves back behind its next owner's, nor behind a point
+///   the group confirmed; and after its hand-off a partition is not
+///   committed from here until it is assigned here again.
+///
+///   **A panic** in your code during the hand-off (your store's `save`
+///   in the final commit, your `post_rebalance`) does not leave it
+///   half-way: the partitions are let go all the same, the panic is kept
+///   in [`errors`](Self::errors) and then goes on unwinding. A drain
+///   timeout too large for an `Instant` (`Duration::MAX`) means "a hundred
+///   years", never a panic.
 ///
 ///   By default the wait runs in rdkafka's rebalance callback, which
 ///   then blocks the consumer's `poll` for up to `drain_timeout`. With
