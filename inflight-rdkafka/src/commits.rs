@@ -14,14 +14,21 @@
 //!   return or from the commit callback of an asynchronous one
 //!   ([`settle`](Commits::settle));
 //! - a result that confirms it removes it; one that reports an error makes
-//!   it due again. Every failed commit of a point sent from here counts
-//!   in [`failures`](Commits::failures), an older point's and a handed-off
-//!   partition's too (those are not due again: a newer point, or the
-//!   partition's next owner, supersedes them). A result for a commit that
-//!   is not this one's (auto-commit, a commit of your own) changes nothing.
+//!   it due again. Each partition of a result is judged by its own error
+//!   when the result names one (librdkafka fails a whole commit when one
+//!   partition failed), by the call's otherwise. Every failed commit of a
+//!   point sent from here counts in [`failures`](Commits::failures), an
+//!   older point's and a handed-off partition's too (those are not due
+//!   again: a newer point, or the partition's next owner, supersedes
+//!   them), and so does a point whose save in the store failed (no commit
+//!   was made) and a commit forgotten on its way (more than 16 of one
+//!   partition without a result: its result can no longer be told). A
+//!   result for a commit that is not this one's (auto-commit, a commit of
+//!   your own) changes nothing.
 //!
 //! Points never go backwards: a change whose `next()` is below the kept
-//! point's is ignored (offsets only go back after a revoke, and a revoked
+//! point's, or below the highest point confirmed in the partition's life,
+//! is ignored (offsets only go back after a revoke, and a revoked
 //! partition is [`forget`](Commits::forget)ten).
 //!
 //! **Lives.** [`forget`](Commits::forget) ends a partition's life here (a
@@ -30,10 +37,13 @@
 //! point taken from the tracker before the end and offered after it (a
 //! committer on another thread with an older snapshot) would move the
 //! partition's committed offset back behind its next owner's; so a point
-//! carries the life it was taken in ([`stamp`](Commits::stamp) before
-//! taking, [`due_taken`](Commits::due_taken) after), and `commit` takes
-//! the tracker's points, saves and sends them while no life can end (see
-//! IMPLEMENTATION.md, "The hand-off as a state machine").
+//! carries the life it was taken in, and `commit` takes the tracker's
+//! points, saves and sends them while no life can end (see
+//! IMPLEMENTATION.md, "The hand-off as a state machine"). After a
+//! [`HandOffContext`](crate::HandOffContext)'s hand-off, no point of the
+//! partition is taken until it is assigned to the consumer again (a
+//! record polled before the hand-off and sent after it starts a tracker
+//! life the consumer does not own).
 //!
 //! [`HandOffContext`](crate::HandOffContext) holds one and settles it from
 //! its commit callback; a consumer with a context of its own does the same.
@@ -44,13 +54,14 @@ use inflight::{Progress, Tracker};
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList, TopicPartitionListElem};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Commits of one partition sent and not settled that are remembered (the
 /// oldest is forgotten past it: a result that never comes, from a consumer
-/// that closed, keeps nothing for ever).
+/// that closed, keeps nothing for ever). A commit forgotten so counts as a
+/// failure: its result can no longer be told.
 const ON_THE_WAY: usize = 16;
 
 /// A partition's latest commit point not yet confirmed.
@@ -82,6 +93,18 @@ struct Ledger {
     /// Per partition, the count `ended` had when its last life ended (0:
     /// never): its current life's number.
     ended_at: HashMap<TopicPartition, u64>,
+    /// Partitions handed off ([`Commits::hand_over`]) and not assigned
+    /// here again since ([`Commits::assigned`]): no point of theirs is
+    /// taken (a record polled before the hand-off and sent after it starts
+    /// a tracker life this consumer does not own).
+    gone: HashSet<TopicPartition>,
+    /// Commits forgotten on their way since the last count (see
+    /// [`ON_THE_WAY`]).
+    evicted: usize,
+    /// Per partition, the highest offset (**next to read**) confirmed in
+    /// its current life: no point below it is taken (it would move the
+    /// group's offset back). Dropped when the life ends.
+    floor: HashMap<TopicPartition, u64>,
 }
 
 impl Ledger {
@@ -94,8 +117,15 @@ impl Ledger {
     /// point ignored.
     fn take(&mut self, stamp: u64, changes: HashMap<TopicPartition, Progress>) {
         for (partition, progress) in changes {
-            if self.life(&partition) > stamp {
-                continue; // taken in a life that ended since
+            if self.life(&partition) > stamp || self.gone.contains(&partition) {
+                continue; // taken in a life that ended since, or not ours
+            }
+            if self
+                .floor
+                .get(&partition)
+                .is_some_and(|&floor| progress.next() < floor)
+            {
+                continue; // behind what the group confirmed
             }
             match self.points.get_mut(&partition) {
                 Some(point) if progress.next() < point.progress.next() => {}
@@ -140,16 +170,22 @@ impl Ledger {
         let sent = self.on_the_way.entry(partition.clone()).or_default();
         if sent.len() == ON_THE_WAY {
             sent.remove(0);
+            self.evicted += 1;
         }
         sent.push(Sent { progress, life });
     }
 
     /// Ends `partition`'s life: its kept point is dropped, and a point
-    /// taken before now is never kept again.
-    fn end(&mut self, partition: &TopicPartition) {
+    /// taken before now is never kept again; `gone`: no point of it is
+    /// kept until it is assigned here again.
+    fn end(&mut self, partition: &TopicPartition, gone: bool) {
         self.ended += 1;
         self.ended_at.insert(partition.clone(), self.ended);
         self.points.remove(partition);
+        self.floor.remove(partition);
+        if gone {
+            self.gone.insert(partition.clone());
+        }
     }
 }
 
@@ -170,11 +206,11 @@ pub(crate) struct Settled {
     pub(crate) handed_off: Vec<TopicPartition>,
 }
 
-/// The life count when a tracker's commit points were taken (see the
-/// module docs): [`Commits::stamp`] before taking them,
-/// [`Commits::due_taken`] with them.
+/// The life count when a tracker's commit points were taken:
+/// [`Commits::stamp`] before taking them, [`Commits::due_taken`] with them.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp(u64);
+pub(crate) struct Stamp(u64);
 
 /// The commit points handed out and not yet confirmed (see the module
 /// docs).
@@ -205,36 +241,70 @@ impl Commits {
     /// The lives ended so far: take it before taking commit points from
     /// the tracker, and give it to [`due_taken`](Self::due_taken) with
     /// them.
-    pub fn stamp(&self) -> Stamp {
+    #[cfg(test)]
+    pub(crate) fn stamp(&self) -> Stamp {
         Stamp(self.lock().ended)
     }
 
     /// Takes `changes` (commit points, **next to read**, as a tracker
     /// hands them out, taken now) and returns what to commit now: each
     /// partition whose latest point is due, marked sent. A change below the
-    /// kept point is ignored.
-    pub fn due(
+    /// kept point is ignored. Crate-only (its tests): a caller that sent
+    /// what it returns after the gate could commit a point of a life that
+    /// ended meanwhile; [`commit_taken`](Self::commit_taken) sends under it.
+    #[cfg(test)]
+    pub(crate) fn due(
         &self,
         changes: HashMap<TopicPartition, Progress>,
     ) -> HashMap<TopicPartition, Progress> {
         let mut ledger = self.lock();
         let stamp = ledger.ended;
         ledger.take(stamp, changes);
-        ledger.due()
+        let due = ledger.due();
+        self.count_evicted(&mut ledger);
+        due
     }
 
     /// [`due`](Self::due) for `changes` taken from the tracker after
     /// `stamp`: a change of a partition [`forget`](Self::forget)ten since
     /// (handed off: its point belongs to an ended life) is dropped, and is
     /// never committed.
-    pub fn due_taken(
+    #[cfg(test)]
+    pub(crate) fn due_taken(
         &self,
         stamp: Stamp,
         changes: HashMap<TopicPartition, Progress>,
     ) -> HashMap<TopicPartition, Progress> {
         let mut ledger = self.lock();
         ledger.take(stamp.0, changes);
-        ledger.due()
+        let due = ledger.due();
+        self.count_evicted(&mut ledger);
+        due
+    }
+
+    /// Counts the commits forgotten on their way as failed (their result
+    /// can no longer be told).
+    fn count_evicted(&self, ledger: &mut Ledger) {
+        let evicted = std::mem::take(&mut ledger.evicted);
+        // Relaxed: a count.
+        self.failures.fetch_add(evicted as u64, Ordering::Relaxed);
+    }
+
+    /// Counts `n` points whose commit failed before it was sent (the
+    /// store's save).
+    fn count_failed(&self, n: usize) {
+        // Relaxed: a count.
+        self.failures.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// `partitions` were assigned here (again): their points are taken
+    /// again (see [`hand_over`](Self::hand_over)).
+    pub(crate) fn assigned(&self, partitions: &[TopicPartition]) {
+        let _gate = self.gate();
+        let mut ledger = self.lock();
+        for partition in partitions {
+            ledger.gone.remove(partition);
+        }
     }
 
     /// Settles a commit's result: `result` and the list committed, as
@@ -242,9 +312,11 @@ impl Commits {
     /// return and the list passed to it). An element that carries a point
     /// sent from here (its offset and metadata) is this one's: on success
     /// it confirms the partition's latest point if it is that one; on an
-    /// error (the call's or the partition's own) it counts as a failure,
-    /// and the latest point is due again if it is that one. Returns how
-    /// many points failed.
+    /// error it counts as a failure, and the latest point is due again if
+    /// it is that one. Each element is judged by its own error when any
+    /// element of the list carries one (librdkafka reports a commit as
+    /// failed when one partition failed: the others were committed), by
+    /// `result` otherwise. Returns how many points failed.
     pub fn settle(&self, result: &KafkaResult<()>, offsets: &TopicPartitionList) -> usize {
         self.settled(result, offsets).failed
     }
@@ -256,9 +328,13 @@ impl Commits {
         result: &KafkaResult<()>,
         offsets: &TopicPartitionList,
     ) -> Settled {
+        let elements = offsets.elements();
+        // Per partition where the list says which failed; else the call's
+        // result is every element's.
+        let per_element = elements.iter().any(|e| e.error().is_err());
         let mut ledger = self.lock();
         let mut settled = Settled::default();
-        for element in offsets.elements() {
+        for element in elements {
             let partition = TopicPartition::new(element.topic(), element.partition());
             let Some(sent) = ledger.on_the_way.get_mut(&partition) else {
                 continue;
@@ -270,8 +346,16 @@ impl Commits {
             if ledger.on_the_way[&partition].is_empty() {
                 ledger.on_the_way.remove(&partition);
             }
-            let failed = result.is_err() || element.error().is_err();
+            let failed = if per_element {
+                element.error().is_err()
+            } else {
+                result.is_err()
+            };
             let current = sent.life == ledger.life(&partition);
+            if current && !failed {
+                let floor = ledger.floor.entry(partition.clone()).or_default();
+                *floor = (*floor).max(sent.progress.next());
+            }
             if current {
                 if let Some(point) = ledger.points.get_mut(&partition) {
                     if point.sent && point.progress == sent.progress {
@@ -298,11 +382,12 @@ impl Commits {
     }
 
     /// Ends `partition`'s life here: what is kept for it is dropped, and a
-    /// point taken before (see [`due_taken`](Self::due_taken)) is never
-    /// committed. After a revoke, its commits are its next owner's.
+    /// point taken before (by a [`commit`](Self::commit) on another
+    /// thread) is never committed. After a revoke, its commits are its
+    /// next owner's.
     pub fn forget(&self, partition: &TopicPartition) {
         let _gate = self.gate();
-        self.lock().end(partition);
+        self.lock().end(partition, false);
     }
 
     /// Partitions whose latest point is not confirmed yet.
@@ -378,6 +463,18 @@ impl Commits {
         store: &dyn ProgressStore,
         send: impl FnOnce(&TopicPartitionList) -> KafkaResult<()>,
     ) -> KafkaResult<usize> {
+        self.commit_listed(take, mode, store, send).result
+    }
+
+    /// [`commit_taken`](Self::commit_taken), returning the list of a
+    /// commit that failed (for your `commit_callback`).
+    pub(crate) fn commit_listed(
+        &self,
+        take: impl FnOnce() -> HashMap<TopicPartition, Progress>,
+        mode: CommitMode,
+        store: &dyn ProgressStore,
+        send: impl FnOnce(&TopicPartitionList) -> KafkaResult<()>,
+    ) -> Committed {
         // No life ends from here until the commit is sent: its points are
         // of their partitions' current lives (see the module docs).
         let _gate = self.gate();
@@ -385,27 +482,50 @@ impl Commits {
             let mut ledger = self.lock();
             let stamp = ledger.ended;
             ledger.take(stamp, take());
-            ledger.due()
+            let due = ledger.due();
+            self.count_evicted(&mut ledger);
+            due
         };
         if due.is_empty() {
-            return Ok(0);
+            return Committed {
+                result: Ok(0),
+                failed: None,
+            };
         }
+        // Due again on every way out before the send (an error, a panic
+        // in the store's save).
+        let unsent = Unsent::new(self, &due);
         let list = match commit_list(&due) {
             Ok(list) => list,
             Err(e) => {
-                self.undo(&due);
-                return Err(e);
+                return Committed {
+                    result: Err(e),
+                    failed: None,
+                }
             }
         };
         if let Err(e) = store.save(&due) {
-            self.undo(&due);
-            return Err(e);
+            self.count_failed(due.len());
+            return Committed {
+                result: Err(e.clone()),
+                failed: Some((e, list)),
+            };
         }
+        unsent.sent();
         let result = send(&list);
         if result.is_err() || matches!(mode, CommitMode::Sync) {
             self.settled(&result, &list);
         }
-        result.map(|()| due.len())
+        match result {
+            Ok(()) => Committed {
+                result: Ok(due.len()),
+                failed: None,
+            },
+            Err(e) => Committed {
+                result: Err(e.clone()),
+                failed: Some((e, list)),
+            },
+        }
     }
 
     /// A hand-off's last commit and the end of `partitions`' lives, in one
@@ -414,11 +534,12 @@ impl Commits {
     /// which returns the point it hands over, if the mode commits one),
     /// and the final commit carries every partition's latest point not
     /// yet **confirmed** (sent or not: an asynchronous commit still on its
-    /// way may yet fail) and every other point due. Then their lives end,
-    /// and the commit is saved in `store` and made by `send` (synchronous),
-    /// and settled. With `commit` false (a lost assignment, a closed
-    /// consumer) nothing is taken or committed: the partitions are revoked
-    /// and their lives end.
+    /// way may yet fail) and every other point due. Then their lives end
+    /// (and no point of theirs is taken until they are
+    /// [`assigned`](Self::assigned) here again), and the commit is saved
+    /// in `store` and made by `send` (synchronous), and settled. With
+    /// `commit` false (a lost assignment, a closed consumer) nothing is
+    /// taken or committed: the partitions are revoked and their lives end.
     pub(crate) fn hand_over(
         &self,
         partitions: &[TopicPartition],
@@ -443,6 +564,14 @@ impl Commits {
             }
             let mut last = HashMap::new();
             if commit {
+                // A revoke's point (a prefix) only where it is ahead of
+                // the kept one, which may say more is done beyond.
+                handed.retain(|partition, point| {
+                    ledger
+                        .points
+                        .get(partition)
+                        .is_none_or(|kept| kept.progress.next() < point.next())
+                });
                 ledger.take(stamp, handed);
                 for partition in partitions {
                     // Unconfirmed, whether sent or not.
@@ -451,9 +580,10 @@ impl Commits {
                     }
                 }
                 last = ledger.due();
+                self.count_evicted(&mut ledger);
             }
             for partition in partitions {
-                ledger.end(partition);
+                ledger.end(partition, true);
             }
             last
         };
@@ -461,18 +591,28 @@ impl Commits {
         if last.is_empty() {
             return handed_over;
         }
-        let result = commit_list(&last).and_then(|list| {
-            if let Err(e) = store.save(&last) {
-                // Never sent: the points of the other partitions are due
-                // again; the handed-off ones go nowhere.
-                self.undo(&last);
-                return Err(e);
+        // Never sent, on every way out before the send (the list, the
+        // save's error or panic): the points of the other partitions are
+        // due again; the handed-off ones go nowhere.
+        let unsent = Unsent::new(self, &last);
+        let list = match commit_list(&last) {
+            Ok(list) => list,
+            Err(e) => {
+                handed_over.result = Err(e);
+                return handed_over;
             }
-            let result = send(&list);
-            handed_over.settled = self.settled(&result, &list);
-            result
-        });
+        };
+        if let Err(e) = store.save(&last) {
+            self.count_failed(last.len());
+            handed_over.result = Err(e);
+            handed_over.list = Some(list);
+            return handed_over;
+        }
+        unsent.sent();
+        let result = send(&list);
+        handed_over.settled = self.settled(&result, &list);
         handed_over.result = result;
+        handed_over.list = Some(list);
         handed_over
     }
 
@@ -490,9 +630,52 @@ impl Commits {
                 if let Some(at) = on_the_way.iter().rposition(|s| s.progress == *progress) {
                     on_the_way.remove(at);
                 }
+                if on_the_way.is_empty() {
+                    ledger.on_the_way.remove(partition);
+                }
             }
         }
     }
+}
+
+/// Points marked sent whose commit was not sent yet: [`Commits::undo`]ne
+/// when dropped (every way out before the send, a panic's included)
+/// unless [`sent`](Self::sent).
+struct Unsent<'a> {
+    commits: &'a Commits,
+    points: Option<&'a HashMap<TopicPartition, Progress>>,
+}
+
+impl<'a> Unsent<'a> {
+    fn new(commits: &'a Commits, points: &'a HashMap<TopicPartition, Progress>) -> Self {
+        Self {
+            commits,
+            points: Some(points),
+        }
+    }
+
+    /// The commit is sent: nothing to undo.
+    fn sent(mut self) {
+        self.points = None;
+    }
+}
+
+impl Drop for Unsent<'_> {
+    fn drop(&mut self) {
+        if let Some(points) = self.points {
+            self.commits.undo(points);
+        }
+    }
+}
+
+/// A commit made by [`Commits::commit_listed`].
+#[derive(Debug)]
+pub(crate) struct Committed {
+    /// How many partitions it sent, or why it failed.
+    pub(crate) result: KafkaResult<usize>,
+    /// A commit that failed (its save or its send), and its list: for your
+    /// `commit_callback`.
+    pub(crate) failed: Option<(rdkafka::error::KafkaError, TopicPartitionList)>,
 }
 
 /// A hand-off's last commit ([`Commits::hand_over`]).
@@ -502,6 +685,8 @@ pub(crate) struct HandedOver {
     pub(crate) result: KafkaResult<()>,
     /// Its result, settled.
     pub(crate) settled: Settled,
+    /// The list it committed (or would have), if one was made.
+    pub(crate) list: Option<TopicPartitionList>,
 }
 
 impl Default for HandedOver {
@@ -509,6 +694,7 @@ impl Default for HandedOver {
         Self {
             result: Ok(()),
             settled: Settled::default(),
+            list: None,
         }
     }
 }

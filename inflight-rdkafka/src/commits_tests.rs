@@ -325,6 +325,8 @@ fn a_committer_racing_a_hand_off_never_commits_the_ended_life() {
             },
         );
         assert!(over.result.is_ok());
+        // Assigned here again (the context does it on the assignment).
+        commits.assigned(&[tp(0)]);
     }
     // Relaxed: the join orders what the committer did.
     stop.store(true, Ordering::Relaxed);
@@ -343,4 +345,251 @@ fn a_committer_racing_a_hand_off_never_commits_the_ended_life() {
             Sent::End => life_floor += 1000,
         }
     }
+}
+
+/// A list of `(partition, next)` where the partitions in `failed` carry an
+/// error of their own, as librdkafka reports a partly failed commit.
+fn with_errors(list: &TopicPartitionList, failed: &[i32]) -> TopicPartitionList {
+    let list = list.clone();
+    for (i, element) in list.elements().iter().enumerate() {
+        if failed.contains(&element.partition()) {
+            // SAFETY: `i` indexes the list's live elements (`cnt` of them);
+            // the error field is a plain enum librdkafka reads back.
+            unsafe {
+                (*(*list.ptr()).elems.add(i)).err =
+                    rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+            }
+        }
+    }
+    list
+}
+
+/// Review finding 4: a commit that failed for one partition fails only
+/// that one: the other's point is confirmed, not due again nor counted.
+#[test]
+fn a_partly_failed_commit_fails_only_the_partitions_that_failed() {
+    let commits = Commits::new();
+    let due = commits.due(HashMap::from([
+        (tp(0), Progress::at(10)),
+        (tp(1), Progress::at(5)),
+    ]));
+    let list = with_errors(&commit_list(&due).unwrap(), &[1]);
+    assert_eq!(commits.settle(&failed(), &list), 1);
+    assert_eq!(commits.failures(), 1);
+    let again = commits.due(HashMap::new());
+    assert_eq!(
+        again.keys().collect::<Vec<_>>(),
+        [&tp(1)],
+        "only the failed one"
+    );
+}
+
+/// Review finding 4: a store's failed save counts (no commit was made),
+/// and its points are due again.
+#[test]
+fn a_failed_save_counts() {
+    struct Refuses;
+    impl ProgressStore for Refuses {
+        fn save(&self, _: &HashMap<TopicPartition, Progress>) -> KafkaResult<()> {
+            failed()
+        }
+        fn load(
+            &self,
+            _: &TopicPartitionList,
+            _: std::time::Duration,
+        ) -> KafkaResult<HashMap<TopicPartition, Progress>> {
+            Ok(HashMap::new())
+        }
+    }
+    let commits = Commits::new();
+    let sent = Mutex::new(Vec::new());
+    let result = commits.commit_taken(
+        || HashMap::from([(tp(0), Progress::at(3)), (tp(1), Progress::at(4))]),
+        CommitMode::Sync,
+        &Refuses,
+        sender(&sent, Ok(())),
+    );
+    assert!(result.is_err());
+    assert_eq!(commits.failures(), 2);
+    assert_eq!(commits.unconfirmed(), 2);
+    let over = commits.hand_over(
+        &[tp(0)],
+        true,
+        HashMap::new,
+        |_| None,
+        &Refuses,
+        sender(&sent, Ok(())),
+    );
+    assert!(over.result.is_err() && over.list.is_some());
+    assert_eq!(commits.failures(), 4, "the final commit's two too");
+    assert!(sent.lock().unwrap().is_empty());
+    assert_eq!(
+        commits.due(HashMap::new()).keys().collect::<Vec<_>>(),
+        [&tp(1)],
+        "the other partition's point is due again"
+    );
+}
+
+/// Review finding 4: a commit forgotten on its way (more than
+/// `ON_THE_WAY` of one partition without a result) counts as failed.
+#[test]
+fn a_commit_forgotten_on_its_way_counts() {
+    let commits = Commits::new();
+    for next in 1..=ON_THE_WAY as u64 + 1 {
+        assert_eq!(
+            commits
+                .due(HashMap::from([(tp(0), Progress::at(next))]))
+                .len(),
+            1
+        );
+    }
+    assert_eq!(commits.failures(), 1);
+}
+
+/// Review finding 7: a store whose save panics leaves the points due
+/// (every way out before the send undoes; a list that librdkafka refuses
+/// takes the same path, and cannot be made from a `Progress`).
+#[test]
+fn a_panicking_save_leaves_the_points_due() {
+    struct Panics;
+    impl ProgressStore for Panics {
+        fn save(&self, _: &HashMap<TopicPartition, Progress>) -> KafkaResult<()> {
+            panic!("the store's save");
+        }
+        fn load(
+            &self,
+            _: &TopicPartitionList,
+            _: std::time::Duration,
+        ) -> KafkaResult<HashMap<TopicPartition, Progress>> {
+            Ok(HashMap::new())
+        }
+    }
+    let commits = Commits::new();
+    let sent = Mutex::new(Vec::new());
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        commits.commit_taken(
+            || HashMap::from([(tp(0), Progress::at(3))]),
+            CommitMode::Sync,
+            &Panics,
+            sender(&sent, Ok(())),
+        )
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(commits.unconfirmed(), 1);
+    // The hand-over's too: the other partition's point is due again.
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        commits.hand_over(
+            &[tp(1)],
+            true,
+            || HashMap::from([(tp(1), Progress::at(4))]),
+            |_| None,
+            &Panics,
+            sender(&sent, Ok(())),
+        )
+    }));
+    assert!(unwound.is_err());
+    assert!(sent.lock().unwrap().is_empty());
+    assert_eq!(
+        commits.due(HashMap::new()).keys().collect::<Vec<_>>(),
+        [&tp(0)],
+        "due again (not sent for good)"
+    );
+}
+
+/// Review finding 5: an ack that lands between the hand-over's take and
+/// its revoke (a timed-out hand-off) is in the final commit: the revoke's
+/// point carries it, on a progress tracker too.
+#[test]
+fn an_ack_between_the_take_and_the_revoke_is_in_the_final_commit() {
+    let tracker: inflight::ProgressTracker<TopicPartition, i64> =
+        inflight::Tracker::builder().progress(4096).build();
+    let mut tickets: Vec<_> = (0..3).map(|o| tracker.send(tp(0), o).unwrap()).collect();
+    let _stuck = tickets.pop();
+    let late = tickets.pop().unwrap();
+    tracker.ack(tickets.pop().unwrap()).unwrap();
+    let commits = Commits::new();
+    let sent = Mutex::new(Vec::new());
+    let mut late = Some(late);
+    let over = commits.hand_over(
+        &[tp(0)],
+        true,
+        || tracker.progress(),
+        |p| {
+            tracker.ack(late.take().unwrap()).unwrap();
+            <inflight::mode::Progress as crate::Resumable>::revoked(&tracker.revoke(p))
+        },
+        &GroupCommitStore,
+        sender(&sent, Ok(())),
+    );
+    assert!(over.result.is_ok());
+    assert_eq!(next_of(&sent.lock().unwrap()[0], 0), Some(2));
+}
+
+/// Review finding 5: a point behind what the group confirmed in the
+/// partition's life (a revoke's prefix, when what was read back was
+/// ahead) is never committed: the group's offset never moves back.
+#[test]
+fn a_point_behind_a_confirmed_one_is_never_committed() {
+    let commits = Commits::new();
+    let due = commits.due(HashMap::from([(tp(0), Progress::at(170))]));
+    commits.settle(&Ok(()), &commit_list(&due).unwrap());
+    assert_eq!(commits.unconfirmed(), 0);
+    assert!(commits
+        .due(HashMap::from([(tp(0), Progress::at(102))]))
+        .is_empty());
+    let sent = Mutex::new(Vec::new());
+    let over = commits.hand_over(
+        &[tp(0)],
+        true,
+        HashMap::new,
+        |_| Some(Progress::at(102)),
+        &GroupCommitStore,
+        sender(&sent, Ok(())),
+    );
+    assert!(over.result.is_ok());
+    assert!(sent.lock().unwrap().is_empty(), "nothing behind 170");
+    // The next life may start lower.
+    commits.assigned(&[tp(0)]);
+    assert_eq!(
+        commits.due(HashMap::from([(tp(0), Progress::at(3))])).len(),
+        1
+    );
+}
+
+/// Review finding 6: after its hand-off, no point of a partition is
+/// taken until it is assigned here again (a record polled before the
+/// hand-off and sent after it starts a tracker life this consumer does
+/// not own).
+#[test]
+fn a_handed_off_partition_is_not_committed_until_assigned_again() {
+    let commits = Commits::new();
+    let sent = Mutex::new(Vec::new());
+    let _ = commits.hand_over(
+        &[tp(0)],
+        false,
+        HashMap::new,
+        |_| None,
+        &GroupCommitStore,
+        sender(&sent, Ok(())),
+    );
+    let n = commits
+        .commit_taken(
+            || HashMap::from([(tp(0), Progress::at(8)), (tp(1), Progress::at(2))]),
+            CommitMode::Sync,
+            &GroupCommitStore,
+            sender(&sent, Ok(())),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(next_of(&sent.lock().unwrap()[0], 0), None, "not ours");
+    commits.assigned(&[tp(0)]);
+    let n = commits
+        .commit_taken(
+            || HashMap::from([(tp(0), Progress::at(9))]),
+            CommitMode::Sync,
+            &GroupCommitStore,
+            sender(&sent, Ok(())),
+        )
+        .unwrap();
+    assert_eq!(n, 1, "ours again");
 }

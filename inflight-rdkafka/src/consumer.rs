@@ -83,10 +83,12 @@ pub trait Resumable: Watermarked + Sized {
     /// beyond it. Each change is handed out once.
     fn changes(tracker: &Tracker<TopicPartition, i64, Self>) -> HashMap<TopicPartition, Progress>;
 
-    /// The commit point a [`revoke`](Tracker::revoke) handed over, if this
-    /// mode commits it: a watermark tracker's `Revoked::committable`
-    /// (**last done**) `+ 1`; none for a progress tracker, whose last
-    /// `progress()` already covers it (with its metadata).
+    /// The commit point a [`revoke`](Tracker::revoke) handed over:
+    /// `Revoked::committable` (**last done**) `+ 1`, the ended life's last
+    /// done prefix that no earlier call had taken. On a progress tracker
+    /// it covers an ack that landed after the last `progress()` (the
+    /// hand-off commits it, with what that `progress()` said was done
+    /// beyond, if that is not behind it).
     fn revoked(revoked: &Revoked<i64>) -> Option<Progress>;
 
     /// The metadata budget, in characters, that the progress read back on
@@ -114,8 +116,10 @@ macro_rules! resumable {
                     tracker.progress()
                 }
 
-                fn revoked(_: &Revoked<i64>) -> Option<Progress> {
-                    None
+                fn revoked(revoked: &Revoked<i64>) -> Option<Progress> {
+                    // The ended life's last done prefix, which an ack
+                    // after the last `progress()` may have moved on.
+                    revoked.committable.and_then(next_after)
                 }
 
                 fn max_metadata_bytes(tracker: &Tracker<TopicPartition, i64, Self>) -> usize {

@@ -11,10 +11,10 @@ use crate::consumer::{Resumable, TopicPartition};
 use crate::hand_off::{HandOffContext, OnRebalance};
 use crate::revocation::{Action, Look, Revoked};
 use rdkafka::bindings;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, Rebalance};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::TopicPartitionList;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,9 @@ const LONGEST_STEP: Duration = Duration::from_millis(32);
 
 /// What the hand-off asks of rdkafka (see the module docs).
 pub(crate) trait Edge<M: Resumable, C> {
+    /// The consumer's librdkafka handle, for the poll hook while a
+    /// hand-off is in progress (none where there is no consumer).
+    fn handle(&self) -> Option<Handle>;
     /// Whether the consumer's assignment was lost.
     fn lost(&self) -> bool;
     /// Whether the consumer is closing or unsubscribing (its subscription
@@ -41,9 +44,21 @@ pub(crate) trait Edge<M: Resumable, C> {
     fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()>;
     /// Your `post_rebalance` for the revocation of `list`.
     fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList);
+    /// Your `commit_callback` for a commit of the hand-off's that failed
+    /// (rdkafka gives a synchronous commit's result to none).
+    fn commit_callback(
+        &self,
+        context: &HandOffContext<M, C>,
+        result: KafkaResult<()>,
+        list: &TopicPartitionList,
+    );
 }
 
 impl<M: Resumable, C: OnRebalance> Edge<M, C> for BaseConsumer<HandOffContext<M, C>> {
+    fn handle(&self) -> Option<Handle> {
+        Some(Handle::of(self))
+    }
+
     fn lost(&self) -> bool {
         self.assignment_lost()
     }
@@ -80,6 +95,15 @@ impl<M: Resumable, C: OnRebalance> Edge<M, C> for BaseConsumer<HandOffContext<M,
     fn post_rebalance(&self, context: &HandOffContext<M, C>, list: &TopicPartitionList) {
         OnRebalance::post_rebalance(context.inner(), self, &Rebalance::Revoke(list));
     }
+
+    fn commit_callback(
+        &self,
+        context: &HandOffContext<M, C>,
+        result: KafkaResult<()>,
+        list: &TopicPartitionList,
+    ) {
+        ConsumerContext::commit_callback(context.inner(), result, list);
+    }
 }
 
 /// The consumer's librdkafka handle, kept while a hand-off is in progress
@@ -95,6 +119,12 @@ unsafe impl Send for Handle {}
 unsafe impl Sync for Handle {}
 
 impl Handle {
+    /// A handle that is never used (the protocol's tests hold one).
+    #[cfg(test)]
+    pub(crate) fn unused() -> Self {
+        Self(std::ptr::null_mut())
+    }
+
     pub(crate) fn of<C: rdkafka::consumer::ConsumerContext>(consumer: &BaseConsumer<C>) -> Self {
         Self(consumer.client().native_ptr())
     }
@@ -118,7 +148,11 @@ fn code(err: bindings::rd_kafka_resp_err_t) -> KafkaResult<()> {
     }
 }
 
-impl<M: Resumable, C> Edge<M, C> for PollEdge {
+impl<M: Resumable, C: ConsumerContext> Edge<M, C> for PollEdge {
+    fn handle(&self) -> Option<Handle> {
+        Some(self.0)
+    }
+
     fn lost(&self) -> bool {
         false // asked in rdkafka's callback only
     }
@@ -181,6 +215,16 @@ impl<M: Resumable, C> Edge<M, C> for PollEdge {
         // No consumer to give it: the next call that has one runs it.
         context.owe_post_rebalance(list.clone());
     }
+
+    fn commit_callback(
+        &self,
+        context: &HandOffContext<M, C>,
+        result: KafkaResult<()>,
+        list: &TopicPartitionList,
+    ) {
+        // The context is at hand: yours runs now, as rdkafka's poll would.
+        ConsumerContext::commit_callback(context.inner(), result, list);
+    }
 }
 
 /// The list of `partitions`, for rdkafka.
@@ -216,9 +260,14 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             drained,
             closing,
         };
-        let actions = self
-            .lock_hand_off()
-            .revoked(partitions, found, Instant::now());
+        let actions = {
+            let mut hand_off = self.lock_hand_off();
+            let actions = hand_off.revoked(partitions, found, Instant::now());
+            // Under the same lock as the transition: kept while the
+            // hand-off is in progress, cleared by the one that ends it.
+            hand_off.hold(edge.handle());
+            actions
+        };
         self.drive(edge, actions);
     }
 
@@ -247,79 +296,128 @@ impl<M: Resumable, C> HandOffContext<M, C> {
     }
 
     /// Carries `actions` out, in order, with those each answer brings.
+    ///
+    /// A panic while carrying one out (your store's `save` in the final
+    /// commit, your `post_rebalance`) does not stop the hand-off half-way:
+    /// the protocol is told the action was done (a pause as failed), the
+    /// rest is carried out (the partitions are let go), and the first
+    /// panic then goes on unwinding.
     pub(crate) fn drive<E: Edge<M, C>>(&self, edge: &E, actions: Vec<Action>) {
         let mut actions = VecDeque::from(actions);
         let mut step = Duration::from_millis(1);
+        let mut panicked = None;
         while let Some(action) = actions.pop_front() {
-            let next = match action {
-                Action::Pause(partitions) => {
-                    let result = edge.pause(&list_of(&partitions));
-                    self.lock_hand_off()
-                        .paused(result.map_err(|e| e.to_string()))
-                }
-                Action::Wait { deadline } => {
-                    // A look now and then: no wait that could take the
-                    // tracker's interrupt.
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    std::thread::sleep(step.min(left));
-                    step = (step * 2).min(LONGEST_STEP);
-                    let partitions = self.lock_hand_off().partitions().to_vec();
-                    let look = Look {
-                        drained: partitions.iter().all(|p| self.drained(p)),
-                        closed: edge.closed(),
-                        closing: false,
-                        can_wait: true,
-                    };
-                    self.lock_hand_off().look(look, Instant::now())
-                }
-                Action::Commit => {
-                    let tracker = self.tracker();
-                    let result = self.commits().commit_taken(
-                        || self.merged(M::changes(tracker)),
-                        rdkafka::consumer::CommitMode::Sync,
-                        self.progress_store(),
-                        |list| edge.commit(list),
-                    );
-                    if let Err(e) = result {
-                        self.error(format!("commit as the consumer closes: {e}"));
-                    }
-                    Vec::new()
-                }
-                Action::HandOver { partitions, commit } => {
-                    self.hand_over(edge, &partitions, commit);
-                    self.lock_hand_off().handed_over()
-                }
-                Action::Resume(partitions) => {
-                    // An application pause outlives the assignment: lift
-                    // it before the partitions go, or they come back
-                    // paused the next time.
-                    if let Err(e) = edge.resume(&list_of(&partitions)) {
-                        self.error(format!("resuming the revoked partitions: {e}"));
-                    }
-                    Vec::new()
-                }
-                Action::LetGo(partitions) => {
-                    // Relaxed: written by the assignment before the
-                    // revocation's callback took the hand-off's mutex, which
-                    // this driver took since (see `assign`).
-                    let cooperative = self.cooperative.load(Ordering::Relaxed);
-                    if let Err(e) = edge.let_go(&list_of(&partitions), cooperative) {
-                        self.error(format!("letting the revoked partitions go: {e}"));
-                    }
-                    self.lock_hand_off().let_go()
-                }
-                Action::PostRebalance(partitions) => {
-                    // The hand-off is over: the poll hook needs no handle.
-                    *self.lock_handle() = None;
-                    edge.post_rebalance(self, &list_of(&partitions));
-                    Vec::new()
-                }
-                Action::Report(what) => {
-                    self.error(what);
-                    Vec::new()
+            let next = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.act(edge, action.clone(), &mut step)
+            })) {
+                Ok(next) => next,
+                Err(payload) => {
+                    self.error(format!("the hand-off's {action:?} panicked: carried on"));
+                    panicked.get_or_insert(payload);
+                    self.recover(action)
                 }
             };
             actions.extend(next);
+        }
+        if let Some(payload) = panicked {
+            std::panic::resume_unwind(payload);
+        }
+    }
+
+    /// What the protocol answers once `action` was carried out, where it
+    /// panicked (see [`drive`](Self::drive)).
+    fn recover(&self, action: Action) -> Vec<Action> {
+        match action {
+            Action::Pause(_) => self
+                .lock_hand_off()
+                .paused(Err("the pause panicked".to_owned())),
+            Action::HandOver { partitions, .. } => {
+                // Only the store's save runs user code in the hand-over,
+                // after the revoke and the end of the lives.
+                self.forget_resumed(&partitions);
+                self.lock_hand_off().handed_over()
+            }
+            Action::LetGo(_) => self.lock_hand_off().let_go(),
+            Action::Wait { .. }
+            | Action::Commit
+            | Action::Resume(_)
+            | Action::PostRebalance(_)
+            | Action::Report(_) => Vec::new(),
+        }
+    }
+
+    /// Carries `action` out; returns what the protocol answers.
+    fn act<E: Edge<M, C>>(&self, edge: &E, action: Action, step: &mut Duration) -> Vec<Action> {
+        match action {
+            Action::Pause(partitions) => {
+                let result = edge.pause(&list_of(&partitions));
+                self.lock_hand_off()
+                    .paused(result.map_err(|e| e.to_string()))
+            }
+            Action::Wait { deadline } => {
+                // A look now and then: no wait that could take the
+                // tracker's interrupt.
+                let left = deadline.saturating_duration_since(Instant::now());
+                std::thread::sleep((*step).min(left));
+                *step = (*step * 2).min(LONGEST_STEP);
+                let partitions = self.lock_hand_off().partitions().to_vec();
+                let look = Look {
+                    drained: partitions.iter().all(|p| self.drained(p)),
+                    closed: edge.closed(),
+                    closing: false,
+                    can_wait: true,
+                };
+                self.lock_hand_off().look(look, Instant::now())
+            }
+            Action::Commit => {
+                let tracker = self.tracker();
+                let committed = self.commits().commit_listed(
+                    || self.merged(M::changes(tracker)),
+                    rdkafka::consumer::CommitMode::Sync,
+                    self.progress_store(),
+                    |list| edge.commit(list),
+                );
+                if let Err(e) = &committed.result {
+                    self.error(format!("commit as the consumer closes: {e}"));
+                }
+                if let Some((e, list)) = committed.failed {
+                    edge.commit_callback(self, Err(e), &list);
+                }
+                Vec::new()
+            }
+            Action::HandOver { partitions, commit } => {
+                self.hand_over(edge, &partitions, commit);
+                self.lock_hand_off().handed_over()
+            }
+            Action::Resume(partitions) => {
+                // An application pause outlives the assignment: lift it
+                // before the partitions go, or they come back paused the
+                // next time.
+                if let Err(e) = edge.resume(&list_of(&partitions)) {
+                    self.error(format!("resuming the revoked partitions: {e}"));
+                }
+                Vec::new()
+            }
+            Action::LetGo(partitions) => {
+                // Relaxed: written by the assignment before the
+                // revocation's callback took the hand-off's mutex, which
+                // this driver took since (see `assign`).
+                let cooperative = self.cooperative.load(Ordering::Relaxed);
+                if let Err(e) = edge.let_go(&list_of(&partitions), cooperative) {
+                    self.error(format!("letting the revoked partitions go: {e}"));
+                }
+                self.lock_hand_off().let_go()
+            }
+            Action::PostRebalance(partitions) => {
+                // The hand-off is over (its handle went with it, under the
+                // hand-off's lock).
+                edge.post_rebalance(self, &list_of(&partitions));
+                Vec::new()
+            }
+            Action::Report(what) => {
+                self.error(what);
+                Vec::new()
+            }
         }
     }
 
@@ -333,17 +431,27 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             partitions,
             commit,
             || self.merged(M::changes(tracker)),
-            |partition| M::revoked(&tracker.revoke(partition)),
+            |partition| {
+                let point = M::revoked(&tracker.revoke(partition))?;
+                // With what was read back, as every point (never behind
+                // what the group has).
+                self.merged(HashMap::from([(partition.clone(), point)]))
+                    .remove(partition)
+            },
             self.progress_store(),
             |list| edge.commit(list),
         );
+        self.forget_resumed(partitions);
         if let Err(e) = &over.result {
             self.error(format!(
                 "final commit: {e}; {partitions:?} handed off without it (their next owner \
                  redoes what was not committed)"
             ));
+            // Yours last: its panic finds the hand-over done.
+            if let Some(list) = &over.list {
+                edge.commit_callback(self, over.result.clone(), list);
+            }
         }
-        self.forget_resumed(partitions);
     }
 }
 
@@ -389,6 +497,9 @@ mod tests {
     type Context = HandOffContext<inflight::mode::Progress, DefaultConsumerContext>;
 
     impl Edge<inflight::mode::Progress, DefaultConsumerContext> for Fake {
+        fn handle(&self) -> Option<Handle> {
+            None
+        }
         fn lost(&self) -> bool {
             false
         }
@@ -416,6 +527,16 @@ mod tests {
         }
         fn post_rebalance(&self, _: &Context, list: &TopicPartitionList) {
             self.record("post", list);
+        }
+        fn commit_callback(&self, _: &Context, result: KafkaResult<()>, list: &TopicPartitionList) {
+            self.record(
+                if result.is_ok() {
+                    "callback ok"
+                } else {
+                    "callback failed"
+                },
+                list,
+            );
         }
     }
 
@@ -519,7 +640,7 @@ mod tests {
     }
 
     /// Finding 2, without a cluster: a failed final commit counts and is
-    /// reported.
+    /// reported, in `errors()` and to your `commit_callback`.
     #[test]
     fn a_failed_final_commit_counts_and_is_reported() {
         let (tracker, stuck) = tracker();
@@ -535,9 +656,103 @@ mod tests {
             errors.len() == 1 && errors[0].starts_with("final commit:"),
             "{errors:?}"
         );
+        // Review finding 4: it reaches your `commit_callback` too.
         assert_eq!(
             *fake.calls.borrow(),
-            ["commit t/0@6", "let go t/0", "post t/0"]
+            [
+                "commit t/0@6",
+                "callback failed t/0@6",
+                "let go t/0",
+                "post t/0"
+            ]
         );
+    }
+
+    /// A store whose save panics (user code).
+    struct Panics;
+
+    impl crate::ProgressStore for Panics {
+        fn save(
+            &self,
+            _: &std::collections::HashMap<TopicPartition, inflight::Progress>,
+        ) -> KafkaResult<()> {
+            panic!("the store's save");
+        }
+        fn load(
+            &self,
+            committed: &TopicPartitionList,
+            _: Duration,
+        ) -> KafkaResult<std::collections::HashMap<TopicPartition, inflight::Progress>> {
+            Ok(crate::consumer::progress_of(committed))
+        }
+    }
+
+    /// Review finding 1 (A): a `Duration::MAX` drain timeout hands off
+    /// (by default and deferred), never panics in the callback.
+    #[test]
+    fn a_drain_timeout_of_duration_max_hands_off() {
+        for defer in [false, true] {
+            let (tracker, stuck) = tracker();
+            let context = Context::new(tracker.clone(), Duration::MAX);
+            let context = if defer {
+                context.defer_hand_off()
+            } else {
+                context
+            };
+            let fake = Fake::new(Ok(()));
+            if !defer {
+                tracker.ack(stuck).unwrap();
+                context.on_revoke(&fake, &list_of(&[tp(0)]));
+            } else {
+                context.on_revoke(&fake, &list_of(&[tp(0)]));
+                tracker.ack(stuck).unwrap();
+                context.look(&fake, false, false);
+            }
+            assert!(!context.is_handing_off());
+            assert!(fake.calls.borrow().contains(&"let go t/0".to_owned()));
+        }
+    }
+
+    /// Review finding 1 (B): a store whose save panics in the final commit
+    /// does not leave the hand-off half-way: the partitions are let go,
+    /// your `post_rebalance` runs, then the panic goes on.
+    #[test]
+    fn a_panicking_store_still_lets_the_partitions_go() {
+        for defer in [false, true] {
+            let (tracker, stuck) = tracker();
+            let context = Context::new(tracker.clone(), Duration::from_secs(600)).store(Panics);
+            let context = if defer {
+                context.defer_hand_off()
+            } else {
+                context
+            };
+            let fake = Fake::new(Ok(()));
+            if defer {
+                context.on_revoke(&fake, &list_of(&[tp(0)]));
+                tracker.ack(stuck).unwrap();
+            } else {
+                tracker.ack(stuck).unwrap();
+            }
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if defer {
+                    context.look(&fake, false, false);
+                } else {
+                    context.on_revoke(&fake, &list_of(&[tp(0)]));
+                }
+            }));
+            assert!(unwound.is_err(), "the panic goes on");
+            assert!(!context.is_handing_off());
+            let calls = fake.calls.borrow();
+            assert_eq!(
+                calls[calls.len() - 2..],
+                ["let go t/0".to_owned(), "post t/0".to_owned()]
+            );
+            assert!(context.errors().iter().any(|e| e.contains("panicked")));
+            assert_eq!(
+                tracker.ack(tracker.send(tp(0), 6).unwrap()),
+                Ok(()),
+                "a new life"
+            );
+        }
     }
 }

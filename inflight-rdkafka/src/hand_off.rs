@@ -39,7 +39,7 @@
 
 use crate::commits::Commits;
 use crate::consumer::{Resumable, Resume, TopicPartition};
-use crate::drive::{Edge, Handle, PollEdge};
+use crate::drive::{Edge, PollEdge};
 use crate::revocation::{HandOff, State};
 use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::mode::{self, Mode};
@@ -140,14 +140,26 @@ impl OnRebalance for DefaultConsumerContext {}
 ///   **A failed commit** is never lost from sight: every commit of a point
 ///   sent from here that fails counts in
 ///   [`commit_failures`](Self::commit_failures) and goes on to your
-///   `commit_callback` (an asynchronous one's result) or into
-///   [`errors`](Self::errors) (the final commit's), also when its partition
-///   was handed off since (then its next owner starts from the group's
-///   last commit, and the error says so). A point of a partition still
+///   `commit_callback` (an asynchronous one's result; the final commit's
+///   and a closing consumer's, which rdkafka reports to no callback, with
+///   their list) and, for the hand-off's, into [`errors`](Self::errors),
+///   also when its partition was handed off since (then its next owner
+///   starts from the group's last commit, and the error says so). A point
+///   whose save in the [`store`](Self::store) failed counts too; each
+///   partition of a partly failed commit is judged by its own error. A point of a partition still
 ///   here is due again, and the next [`commit_progress`] sends it. A point
 ///   taken in a partition's ended life (a committer thread's snapshot from
 ///   before a hand-off) is never committed: the partition's committed
-///   offset never moves back behind its next owner's.
+///   offset never moves back behind its next owner's, nor behind a point
+///   the group confirmed; and after its hand-off a partition is not
+///   committed from here until it is assigned here again.
+///
+///   **A panic** in your code during the hand-off (your store's `save`
+///   in the final commit, your `post_rebalance`) does not leave it
+///   half-way: the partitions are let go all the same, the panic is kept
+///   in [`errors`](Self::errors) and then goes on unwinding. A drain
+///   timeout too large for an `Instant` (`Duration::MAX`) means "a hundred
+///   years", never a panic.
 ///
 ///   By default the wait runs in rdkafka's rebalance callback, which
 ///   then blocks the consumer's `poll` for up to `drain_timeout`. With
@@ -229,11 +241,10 @@ pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> 
     /// Whether the group's rebalance protocol is cooperative, as the last
     /// assignment found it.
     pub(crate) cooperative: AtomicBool,
-    /// The hand-off's protocol (see [`crate::revocation`]).
+    /// The hand-off's protocol (see [`crate::revocation`]), with the
+    /// consumer's handle for the poll hook while a hand-off is in progress
+    /// (see [`crate::drive`]).
     hand_off: Mutex<HandOff>,
-    /// The consumer's handle while a hand-off is in progress, for the poll
-    /// hook (see [`crate::drive`]).
-    handle: Mutex<Option<Handle>>,
     /// Revocations let go where no consumer was at hand (the poll hook):
     /// your `post_rebalance` runs at the next call that has one.
     owed: Mutex<Vec<TopicPartitionList>>,
@@ -267,7 +278,6 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             errors: Mutex::new(Vec::new()),
             cooperative: AtomicBool::new(false),
             hand_off: Mutex::new(HandOff::new(drain_timeout, false)),
-            handle: Mutex::new(None),
             owed: Mutex::new(Vec::new()),
         }
     }
@@ -337,7 +347,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
     /// Whether `partition` was revoked and its hand-off still waits for
     /// its records (see the type's docs).
     pub fn handing_off(&self, partition: &TopicPartition) -> bool {
-        self.lock_hand_off().partitions().contains(partition)
+        self.lock_hand_off().revokes(partition)
     }
 
     /// Whether a revocation's hand-off waits for its records: the group's
@@ -349,10 +359,6 @@ impl<M: Resumable, C> HandOffContext<M, C> {
 
     pub(crate) fn lock_hand_off(&self) -> MutexGuard<'_, HandOff> {
         self.hand_off.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn lock_handle(&self) -> MutexGuard<'_, Option<Handle>> {
-        self.handle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The store the commit points are saved in.
@@ -447,6 +453,10 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
             // apply, and a request would wait for ever.
             return;
         }
+        // Points of these partitions are taken again (a partition handed
+        // off here earlier is this consumer's again).
+        self.commits
+            .assigned(&crate::drive::partitions_of(assigned));
         let cooperative = matches!(
             consumer.rebalance_protocol(),
             RebalanceProtocol::Cooperative
@@ -478,6 +488,8 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
         if assigned.count() == 0 {
             return;
         }
+        self.commits
+            .assigned(&crate::drive::partitions_of(assigned));
         let started = std::time::Instant::now();
         let read = consumer
             .committed_offsets(assigned.clone(), self.read_timeout)
@@ -572,8 +584,8 @@ impl<M: Mode, C> Drop for HandOffContext<M, C> {
             .hand_off
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
-        for partition in hand_off.partitions() {
-            let _uncommitted = self.tracker.revoke(partition);
+        for partition in hand_off.all_revoked() {
+            let _uncommitted = self.tracker.revoke(&partition);
         }
     }
 }
@@ -594,8 +606,8 @@ impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {
                 self.pay_owed(consumer);
                 // Yours first: the revoked partitions are still tracked.
                 OnRebalance::pre_rebalance(&self.inner, consumer, &Rebalance::Revoke(list));
-                // For the poll hook, while the hand-off is in progress.
-                *self.lock_handle() = Some(Handle::of(consumer));
+                // The hand-off keeps the consumer's handle for the poll
+                // hook while it is in progress.
                 self.on_revoke(consumer, list);
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
@@ -635,7 +647,7 @@ impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {
     /// hand-off in progress (the poll loop of rdkafka's `Drop` too, so a
     /// consumer dropped mid-hand-off lets it go within its bound).
     fn main_queue_min_poll_interval(&self) -> Timeout {
-        let handle = *self.lock_handle();
+        let handle = self.lock_hand_off().handle();
         if let Some(handle) = handle {
             let edge = PollEdge(handle);
             // Closing (rdkafka's `Drop`) or unsubscribing: no later look

@@ -34,7 +34,21 @@
 //! confirmed).
 
 use crate::consumer::TopicPartition;
+use crate::drive::Handle;
 use std::time::{Duration, Instant};
+
+/// How far a deadline goes when `now + timeout` does not fit in an
+/// [`Instant`] (a `Duration::MAX` timeout): a hundred years.
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// `now + timeout`, saturated to a far future where that does not fit in
+/// an [`Instant`] (no timeout may panic: a panic in rdkafka's callback
+/// would leave a revocation nobody lets go).
+pub(crate) fn deadline_after(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(FAR))
+        .unwrap_or(now)
+}
 
 /// Where the hand-off is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +62,11 @@ pub(crate) enum State {
         partitions: Vec<TopicPartition>,
         deadline: Instant,
         paused: bool,
+        /// The pause was asked for and its driver has not said how it went
+        /// ([`HandOff::paused`]): no look hands over meanwhile, so the
+        /// pause never lands after the partitions were let go (librdkafka
+        /// keeps an application pause across a re-assignment).
+        pausing: bool,
         /// The consumer began to close while it waited, and what was done
         /// so far was committed then (the group may end before the bound
         /// passes).
@@ -120,12 +139,28 @@ pub(crate) struct Look {
     pub(crate) can_wait: bool,
 }
 
+/// A revocation that came while another was being handed over: it is
+/// handed off once that one ends.
+#[derive(Debug)]
+struct Queued {
+    partitions: Vec<TopicPartition>,
+    found: Revoked,
+    at: Instant,
+}
+
 /// The hand-off's protocol (see the module docs).
 #[derive(Debug)]
 pub(crate) struct HandOff {
     state: State,
     drain_timeout: Duration,
     defer: bool,
+    /// A revocation to hand off once the one in progress ends (never
+    /// overwrites it).
+    queued: Option<Queued>,
+    /// The consumer's handle for the poll hook, held exactly while a
+    /// hand-off is in progress: set and cleared by the transitions, under
+    /// the same lock (a late clear never wipes a newer revocation's).
+    handle: Option<Handle>,
 }
 
 impl HandOff {
@@ -136,7 +171,42 @@ impl HandOff {
             state: State::Assigned,
             drain_timeout,
             defer,
+            queued: None,
+            handle: None,
         }
+    }
+
+    /// Keeps the consumer's `handle` for the poll hook while a hand-off is
+    /// in progress (none kept otherwise: it is cleared when it ends).
+    pub(crate) fn hold(&mut self, handle: Option<Handle>) {
+        if self.state != State::Assigned && handle.is_some() {
+            self.handle = handle;
+        }
+    }
+
+    /// The consumer's handle, while a hand-off is in progress.
+    pub(crate) fn handle(&self) -> Option<Handle> {
+        self.handle
+    }
+
+    /// Whether `partition` was revoked and is not let go yet: in the
+    /// hand-off in progress or in the one queued behind it.
+    pub(crate) fn revokes(&self, partition: &TopicPartition) -> bool {
+        self.partitions().contains(partition)
+            || self
+                .queued
+                .as_ref()
+                .is_some_and(|queued| queued.partitions.contains(partition))
+    }
+
+    /// Every partition revoked and not let go yet (see
+    /// [`revokes`](Self::revokes)).
+    pub(crate) fn all_revoked(&self) -> Vec<TopicPartition> {
+        let mut all = self.partitions().to_vec();
+        if let Some(queued) = &self.queued {
+            all.extend(queued.partitions.iter().cloned());
+        }
+        all
     }
 
     pub(crate) fn state(&self) -> &State {
@@ -167,23 +237,23 @@ impl HandOff {
     ) -> Vec<Action> {
         let mut actions = Vec::new();
         let mut partitions = partitions;
-        let mut deadline = now + self.drain_timeout;
+        let mut deadline = deadline_after(now, self.drain_timeout);
         let mut was_paused = false;
-        if !matches!(self.state, State::Assigned) {
-            // rdkafka revokes again before the last was let go (it does
-            // not, as it waits for the unassign): say so, and hand those
-            // off with these (if they wait yet).
-            actions.push(Action::Report(format!(
-                "revoked {partitions:?} while {:?} were still being handed off",
-                self.partitions()
-            )));
-            if let State::Revoking {
+        match &self.state {
+            State::Assigned => {}
+            State::Revoking {
                 partitions: waiting,
                 deadline: first,
                 paused,
+                pausing: false,
                 ..
-            } = &self.state
-            {
+            } => {
+                // rdkafka revokes again before the last was let go (it
+                // does not, as it waits for the unassign): say so, and
+                // hand those off with these, the pause kept.
+                actions.push(Action::Report(format!(
+                    "revoked {partitions:?} while {waiting:?} were still being handed off"
+                )));
                 let fresh: Vec<_> = partitions
                     .into_iter()
                     .filter(|p| !waiting.contains(p))
@@ -192,6 +262,37 @@ impl HandOff {
                 deadline = deadline.min(*first);
                 was_paused = *paused;
             }
+            _ => {
+                // Being paused, handed over or let go by another driver
+                // (the next revocation may come between a driver's
+                // unassign and its `let_go`): never overwritten, these
+                // are handed off once it ends.
+                actions.push(Action::Report(format!(
+                    "revoked {partitions:?} while {:?} were still being handed off: handed off \
+                     next",
+                    self.partitions()
+                )));
+                match &mut self.queued {
+                    Some(queued) => {
+                        for partition in partitions {
+                            if !queued.partitions.contains(&partition) {
+                                queued.partitions.push(partition);
+                            }
+                        }
+                        queued.found.lost |= found.lost;
+                        queued.found.drained &= found.drained;
+                        queued.found.closing |= found.closing;
+                    }
+                    None => {
+                        self.queued = Some(Queued {
+                            partitions,
+                            found,
+                            at: now,
+                        });
+                    }
+                }
+                return actions;
+            }
         }
         if found.lost {
             actions.push(Action::Report(format!(
@@ -199,7 +300,7 @@ impl HandOff {
             )));
             self.state = State::HandingOver {
                 partitions: partitions.clone(),
-                paused: false,
+                paused: was_paused,
                 closed: false,
             };
             actions.push(Action::HandOver {
@@ -214,6 +315,7 @@ impl HandOff {
                 partitions,
                 deadline,
                 paused: true,
+                pausing: true,
                 secured: false,
             };
             return actions;
@@ -222,6 +324,7 @@ impl HandOff {
             partitions,
             deadline,
             paused: was_paused,
+            pausing: false,
             secured: false,
         };
         actions.push(Action::Wait { deadline });
@@ -229,17 +332,23 @@ impl HandOff {
     }
 
     /// The pause of a deferred revocation went (`Ok`) or not: then the
-    /// hand-off runs in the callback, as by default.
+    /// hand-off runs in the callback, as by default. Until this, no look
+    /// hands over.
     pub(crate) fn paused(&mut self, result: Result<(), String>) -> Vec<Action> {
         let State::Revoking {
             partitions,
             deadline,
             paused,
+            pausing,
             ..
         } = &mut self.state
         else {
             return Vec::new();
         };
+        if !*pausing {
+            return Vec::new(); // out of turn
+        }
+        *pausing = false;
         match result {
             Ok(()) => Vec::new(),
             Err(e) => {
@@ -263,11 +372,23 @@ impl HandOff {
             partitions,
             deadline,
             paused,
+            pausing,
             secured,
         } = &mut self.state
         else {
             return Vec::new();
         };
+        if *pausing {
+            // The pause has not landed: handing over now could let the
+            // partitions go before it does, and they would stay paused.
+            return if look.can_wait {
+                vec![Action::Wait {
+                    deadline: *deadline,
+                }]
+            } else {
+                Vec::new()
+            };
+        }
         let timed_out = now >= *deadline;
         if !look.drained && !timed_out && !look.closed {
             let mut actions = Vec::new();
@@ -322,8 +443,7 @@ impl HandOff {
         if closed {
             // The group terminated: it let the partitions go itself, and
             // a request would wait for ever.
-            self.state = State::Assigned;
-            return vec![Action::PostRebalance(partitions)];
+            return self.ended(partitions);
         }
         let mut actions = Vec::new();
         if paused {
@@ -340,8 +460,21 @@ impl HandOff {
             return Vec::new();
         };
         let partitions = partitions.clone();
+        self.ended(partitions)
+    }
+
+    /// The revocation of `partitions` is over: your `post_rebalance`, then
+    /// the revocation queued behind it, if any (else the handle goes).
+    fn ended(&mut self, partitions: Vec<TopicPartition>) -> Vec<Action> {
         self.state = State::Assigned;
-        vec![Action::PostRebalance(partitions)]
+        let mut actions = vec![Action::PostRebalance(partitions)];
+        match self.queued.take() {
+            Some(queued) => {
+                actions.extend(self.revoked(queued.partitions, queued.found, queued.at))
+            }
+            None => self.handle = None,
+        }
+        actions
     }
 
     /// The next look must finish the hand-off where it is (an assignment

@@ -116,6 +116,7 @@ fn the_bound_passing_hands_over_what_was_done_and_reports_the_rest() {
     let mut hand_off = HandOff::new(BOUND, true);
     let now = Instant::now();
     hand_off.revoked(vec![tp(0)], found(false), now);
+    hand_off.paused(Ok(()));
     let actions = hand_off.look(poll(false), now + BOUND);
     assert!(matches!(&actions[0], Action::Report(e) if e.starts_with("drain of [t/0]")));
     assert_eq!(
@@ -203,6 +204,7 @@ fn a_closing_consumer_commits_what_was_done_then_waits_within_the_bound() {
     let mut hand_off = HandOff::new(BOUND, true);
     let now = Instant::now();
     hand_off.revoked(vec![tp(0)], found(false), now);
+    hand_off.paused(Ok(()));
     let closing = Look {
         closing: true,
         can_wait: true,
@@ -251,6 +253,7 @@ fn a_closing_consumers_wait_ends_at_the_bound() {
     let mut hand_off = HandOff::new(BOUND, true);
     let now = Instant::now();
     hand_off.revoked(vec![tp(0)], found(false), now);
+    hand_off.paused(Ok(()));
     let closing = Look {
         closing: true,
         can_wait: true,
@@ -298,7 +301,142 @@ fn a_revocation_during_a_hand_off_is_reported_and_handed_off_too() {
     let mut hand_off = HandOff::new(BOUND, true);
     let now = Instant::now();
     hand_off.revoked(vec![tp(0)], found(false), now);
+    hand_off.paused(Ok(()));
     let actions = hand_off.revoked(vec![tp(1)], found(false), now);
     assert!(matches!(&actions[0], Action::Report(e) if e.contains("still being handed off")));
     assert_eq!(hand_off.partitions(), [tp(0), tp(1)]);
+}
+
+/// Review finding 1 (A): a drain timeout past what an `Instant` holds
+/// saturates to a far deadline; no panic in rdkafka's callback.
+#[test]
+fn a_drain_timeout_of_duration_max_saturates() {
+    for defer in [false, true] {
+        let mut hand_off = HandOff::new(Duration::MAX, defer);
+        let now = Instant::now();
+        let actions = hand_off.revoked(vec![tp(0)], found(false), now);
+        assert_eq!(actions.len(), 1, "{actions:?}");
+        hand_off.paused(Ok(()));
+        assert!(hand_off.look(poll(false), now + BOUND).is_empty());
+        assert!(matches!(
+            hand_off.look(poll(true), now)[..],
+            [Action::HandOver { .. }]
+        ));
+    }
+}
+
+/// Review finding 2: until its driver says the pause landed, no look
+/// hands over (a committer's look could otherwise let the partitions go
+/// before the pause, which librdkafka keeps across a re-assignment: never
+/// fetched again); a waiting look waits on.
+#[test]
+fn no_look_hands_over_before_the_pause_landed() {
+    let mut hand_off = HandOff::new(BOUND, true);
+    let now = Instant::now();
+    hand_off.revoked(vec![tp(0)], found(false), now);
+    let closed = Look {
+        closed: true,
+        ..poll(true)
+    };
+    assert!(hand_off.look(poll(true), now + BOUND).is_empty());
+    assert!(hand_off.look(closed, now + BOUND).is_empty());
+    let waits = Look {
+        can_wait: true,
+        ..poll(true)
+    };
+    assert_eq!(
+        hand_off.look(waits, now),
+        [Action::Wait {
+            deadline: now + BOUND
+        }]
+    );
+    assert!(hand_off.paused(Ok(())).is_empty());
+    assert!(hand_off.paused(Ok(())).is_empty(), "once");
+    assert!(matches!(
+        hand_off.look(poll(true), now)[..],
+        [Action::HandOver { .. }]
+    ));
+    assert_eq!(finish(&mut hand_off)[0], Action::Resume(vec![tp(0)]));
+}
+
+/// Review finding 2: a revocation that comes while another driver lets
+/// the last one go (between its unassign and its `let_go`) is queued, not
+/// written over it; the handle stays for it, and the end of the first
+/// starts it.
+#[test]
+fn a_revocation_while_one_is_let_go_is_queued_and_keeps_the_handle() {
+    let mut hand_off = HandOff::new(BOUND, true);
+    let now = Instant::now();
+    hand_off.revoked(vec![tp(0)], found(false), now);
+    hand_off.hold(Some(crate::drive::Handle::unused()));
+    hand_off.paused(Ok(()));
+    hand_off.look(poll(true), now);
+    assert_eq!(
+        hand_off.handed_over(),
+        [Action::Resume(vec![tp(0)]), Action::LetGo(vec![tp(0)])]
+    );
+    // The next revocation, before this driver's `let_go`.
+    let actions = hand_off.revoked(vec![tp(1)], found(false), now);
+    assert!(matches!(&actions[..], [Action::Report(e)] if e.contains("handed off next")));
+    hand_off.hold(Some(crate::drive::Handle::unused()));
+    assert!(hand_off.revokes(&tp(0)) && hand_off.revokes(&tp(1)));
+    assert_eq!(
+        hand_off.let_go(),
+        [
+            Action::PostRebalance(vec![tp(0)]),
+            Action::Pause(vec![tp(1)])
+        ]
+    );
+    assert!(hand_off.handle().is_some(), "kept for the queued one");
+    assert_eq!(hand_off.partitions(), [tp(1)]);
+    hand_off.paused(Ok(()));
+    hand_off.look(poll(true), now);
+    finish(&mut hand_off);
+    assert_eq!(*hand_off.state(), State::Assigned);
+    assert!(hand_off.handle().is_none(), "cleared by the end");
+}
+
+/// Review finding 2: a revocation while another driver hands over is
+/// queued too (the hand-over's state is not overwritten).
+#[test]
+fn a_revocation_while_one_is_handed_over_is_queued() {
+    let mut hand_off = HandOff::new(BOUND, false);
+    let now = Instant::now();
+    hand_off.revoked(vec![tp(0)], found(true), now);
+    hand_off.look(poll(true), now);
+    hand_off.revoked(vec![tp(1)], found(true), now);
+    assert_eq!(
+        hand_off.handed_over(),
+        [Action::LetGo(vec![tp(0)])],
+        "the first hand-over goes on"
+    );
+    assert_eq!(
+        hand_off.let_go(),
+        [
+            Action::PostRebalance(vec![tp(0)]),
+            Action::Wait {
+                deadline: now + BOUND
+            }
+        ]
+    );
+    assert_eq!(hand_off.partitions(), [tp(1)]);
+}
+
+/// Review finding 3: a lost revocation merged into a paused deferred one
+/// keeps the pause, and lifts it before letting the partitions go.
+#[test]
+fn a_lost_revocation_merged_into_a_paused_one_resumes() {
+    let mut hand_off = HandOff::new(BOUND, true);
+    let now = Instant::now();
+    hand_off.revoked(vec![tp(0)], found(false), now);
+    hand_off.paused(Ok(()));
+    let lost = Revoked {
+        lost: true,
+        ..found(false)
+    };
+    hand_off.revoked(vec![tp(0)], lost, now);
+    assert_eq!(
+        hand_off.handed_over(),
+        [Action::Resume(vec![tp(0)]), Action::LetGo(vec![tp(0)])]
+    );
 }

@@ -171,7 +171,7 @@ impl ProgressStore for TopicStore {
             let key = self.key(partition);
             let value = format!("{} {}", progress.next(), progress.encode());
             let mut record = BaseRecord::to(&self.topic).key(&key).payload(&value);
-            let deadline = Instant::now() + self.save_timeout;
+            let deadline = crate::revocation::deadline_after(Instant::now(), self.save_timeout);
             loop {
                 match self.producer.send(record) {
                     Ok(()) => break,
@@ -220,7 +220,7 @@ impl ProgressStore for TopicStore {
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
         reader.assign(&list)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::revocation::deadline_after(Instant::now(), timeout);
         let mut kept: HashMap<TopicPartition, Progress> = HashMap::new();
         // Where the read ends: the high watermark of the first fetch that
         // brought records, which was answered after this load began, so

@@ -132,13 +132,18 @@ fn a_commit_on_its_way_when_a_hand_off_ends_is_in_its_final_commit_and_its_failu
     assert!(!inflight_rdkafka::continue_hand_off(&a));
     assert_eq!(saved(&cluster), Progress::at(10), "in the final commit");
     let failures = context.commit_failures();
-    poll_both(&a, &b, || {
+    // A failed final commit reached your `commit_callback` already (review
+    // finding 4); the asynchronous one's result comes with a poll.
+    let failed = || {
         context
             .inner()
             .events()
             .iter()
-            .any(|e| e == "commit failed")
-    });
+            .filter(|e| *e == "commit failed")
+            .count()
+    };
+    let before = failed();
+    poll_both(&a, &b, || failed() > before);
     // Both reach the user: the late failure too.
     assert!(context.commit_failures() > failures);
     let errors = context.errors();
@@ -309,4 +314,92 @@ impl Drop for Signal {
     fn drop(&mut self) {
         let _ = self.0.send(());
     }
+}
+
+/// Review finding 1 (A): a drain timeout of `Duration::MAX` saturates to
+/// a far deadline: the revocation's callback does not panic (a panic
+/// there left a revocation nobody let go, and the drop hung).
+#[test]
+fn a_drain_timeout_of_duration_max_hands_off_and_the_drop_returns() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let (a, stuck) = consumed_all_but_3(&cluster, &tracker, Duration::MAX, "range");
+    let b = joins(&cluster, "source", "range");
+    poll_both(&a, &b, || a.context().is_handing_off());
+    tracker.ack(stuck).unwrap();
+    drop_polling(a, &b);
+    assert_eq!(tracker.in_flight(), 0);
+}
+
+/// A store whose save panics once armed (user code).
+struct PanicsWhenArmed(Arc<std::sync::atomic::AtomicBool>);
+
+impl ProgressStore for PanicsWhenArmed {
+    fn save(
+        &self,
+        _: &std::collections::HashMap<TopicPartition, Progress>,
+    ) -> rdkafka::error::KafkaResult<()> {
+        assert!(
+            !self.0.load(std::sync::atomic::Ordering::SeqCst),
+            "the store's save panics"
+        );
+        Ok(())
+    }
+
+    fn load(
+        &self,
+        committed: &rdkafka::TopicPartitionList,
+        _: Duration,
+    ) -> rdkafka::error::KafkaResult<std::collections::HashMap<TopicPartition, Progress>> {
+        Ok(inflight_rdkafka::consumer::progress_of(committed))
+    }
+}
+
+/// Review finding 1 (B): a store that panics in the final commit does not
+/// leave the hand-off half-way: the partitions are let go (the group's
+/// rebalance goes on), the panic reaches the caller, and the drop returns.
+#[test]
+fn a_store_that_panics_in_the_final_commit_still_lets_the_partitions_go() {
+    let cluster = cluster();
+    let tracker: Arc<ProgressTracker<TopicPartition, i64>> =
+        Arc::new(Tracker::builder().progress(4096).build());
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let context = HandOffContext::wrap(
+        Recording::default(),
+        tracker.clone(),
+        Duration::from_secs(600),
+    )
+    .store(PanicsWhenArmed(armed.clone()))
+    .defer_hand_off();
+    let a = consumer(&cluster, context);
+    a.subscribe(&["source"]).unwrap();
+    let seen = std::cell::Cell::new(0);
+    let mut stuck = None;
+    poll_until(
+        &a,
+        |message| {
+            let partition = TopicPartition::new(message.topic(), message.partition());
+            let ticket = tracker.send(partition, message.offset()).unwrap();
+            if message.offset() == 3 {
+                stuck = Some(ticket);
+            } else {
+                tracker.ack(ticket).unwrap();
+            }
+            seen.set(seen.get() + 1);
+        },
+        |_| seen.get() == 10,
+    );
+    let b = joins(&cluster, "source", "range");
+    poll_both(&a, &b, || a.context().is_handing_off());
+    tracker.ack(stuck.unwrap()).unwrap();
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        commit_progress(&a, CommitMode::Sync)
+    }));
+    assert!(unwound.is_err(), "the store's panic reaches the caller");
+    assert!(!a.context().is_handing_off(), "not left half-way");
+    assert_eq!(a.assignment().unwrap().count(), 0, "let go");
+    drop_polling(a, &b);
+    assert_eq!(tracker.in_flight(), 0);
 }

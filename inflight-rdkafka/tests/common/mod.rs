@@ -194,6 +194,16 @@ pub fn but_refused_commits(errors: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// The events of a user's context but the group commit's refusal (see
+/// [`but_refused_commits`]): a failed final commit reaches the user's
+/// `commit_callback` too.
+pub fn but_refused_commit_events(events: Vec<String>) -> Vec<String> {
+    events
+        .into_iter()
+        .filter(|e| e != "commit failed")
+        .collect()
+}
+
 /// What `group`'s topic store holds for partition 0 of `source`.
 pub fn saved(cluster: &MockCluster<'static, DefaultProducerContext>) -> Progress {
     let mut nothing = TopicPartitionList::new();
