@@ -183,46 +183,55 @@ fn revoked_typed_ticket_vs_slot_reuse() {
     });
 }
 
-/// R6. `is_current` of a typed ticket of p races a revoke of p and a send
-/// of p's new life that may reuse the record's slot (the revoke freed it
-/// on the revoking thread, whose next send takes it): the check reads a
-/// slot it does not hold, and drops what it read if the slot moved on.
-/// Once the revoke is seen to have returned, the ticket is not current,
-/// however far the reuse has gone; the new life's ticket is; the old one
-/// is given up with `Revoked`.
+/// The race of R6 and R6b: a typed ticket of p, checked with `is_current`
+/// while another thread revokes p and `restart`s it (the new life's sends,
+/// which may reuse the record's slot: the revoke freed it on that thread,
+/// whose next send takes it; the new tickets name the same slot, with the
+/// next tag). Once the revoke is seen to have returned, the ticket is not
+/// current, however far the reuse has gone; the new life's tickets are;
+/// the old one is given up with `Revoked`.
+fn is_current_race(restart: fn(&I) -> Vec<inflight::Ticket>) {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    // Inline: nothing holds a released record's slot, so it is free at
+    // once.
+    let tracker = Arc::new(
+        Tracker::<&'static str, u64, _>::builder()
+            .inline_offsets()
+            .build(),
+    );
+    let ticket = tracker.send("p", 1).unwrap();
+    let revoked = Arc::new(AtomicBool::new(false));
+    let (t2, flag) = (tracker.clone(), revoked.clone());
+    let other = thread::spawn(move || {
+        assert_eq!(t2.revoke("p").released, 1);
+        // Release: the revoke's work before the flag.
+        flag.store(true, Ordering::Release);
+        restart(&t2)
+    });
+    // Any answer while the revoke runs; false once it has returned.
+    let _ = tracker.is_current(&ticket);
+    // Acquire: pairs with the flag's Release store.
+    if revoked.load(Ordering::Acquire) {
+        assert!(!tracker.is_current(&ticket), "revoked, yet current");
+    }
+    let restarted = other.join().unwrap();
+    assert!(!tracker.is_current(&ticket));
+    assert!(restarted.iter().all(|t| tracker.is_current(t)));
+    assert_eq!(tracker.fail(ticket), Err(ResolveError::Revoked));
+    tracker.ack_all(restarted).unwrap();
+    assert_eq!(tracker.in_flight(), 0);
+}
+
+/// An inline barrier tracker of the models' partitions, with `u64` offsets.
+type I = Tracker<&'static str, u64, inflight::mode::Inline>;
+
+/// R6. `is_current` races a revoke and a send of the new life that reuses
+/// the record's slot: the check reads a slot it does not hold, and drops
+/// what it read if the slot moved on.
 #[test]
 fn is_current_vs_revoke_and_slot_reuse() {
     run_model("is_current_vs_revoke_and_slot_reuse", || {
-        use loom::sync::atomic::{AtomicBool, Ordering};
-        // Inline: nothing holds a released record's slot, so it is free at
-        // once for the revoking thread's next send (the new life's ticket
-        // names the same slot, with the next tag).
-        let tracker = Arc::new(
-            Tracker::<&'static str, u64, _>::builder()
-                .inline_offsets()
-                .build(),
-        );
-        let ticket = tracker.send("p", 1).unwrap();
-        let revoked = Arc::new(AtomicBool::new(false));
-        let (t2, flag) = (tracker.clone(), revoked.clone());
-        let other = thread::spawn(move || {
-            assert_eq!(t2.revoke("p").released, 1);
-            // Release: the revoke's work before the flag.
-            flag.store(true, Ordering::Release);
-            t2.send("p", 1).unwrap()
-        });
-        // Any answer while the revoke runs; false once it has returned.
-        let _ = tracker.is_current(&ticket);
-        // Acquire: pairs with the flag's Release store.
-        if revoked.load(Ordering::Acquire) {
-            assert!(!tracker.is_current(&ticket), "revoked, yet current");
-        }
-        let restarted = other.join().unwrap();
-        assert!(!tracker.is_current(&ticket));
-        assert!(tracker.is_current(&restarted));
-        assert_eq!(tracker.fail(ticket), Err(ResolveError::Revoked));
-        tracker.ack(restarted).unwrap();
-        assert_eq!(tracker.in_flight(), 0);
+        is_current_race(|t| vec![t.send("p", 1).unwrap()])
     });
 }
 
@@ -234,33 +243,10 @@ fn is_current_vs_revoke_and_slot_reuse() {
 #[test]
 fn is_current_vs_revoke_and_batch_reuse() {
     run_model("is_current_vs_revoke_and_batch_reuse", || {
-        use loom::sync::atomic::{AtomicBool, Ordering};
-        let tracker = Arc::new(
-            Tracker::<&'static str, u64, _>::builder()
-                .inline_offsets()
-                .build(),
-        );
-        let ticket = tracker.send("p", 1).unwrap();
-        let revoked = Arc::new(AtomicBool::new(false));
-        let (t2, flag) = (tracker.clone(), revoked.clone());
-        let other = thread::spawn(move || {
-            assert_eq!(t2.revoke("p").released, 1);
-            // Release: the revoke's work before the flag.
-            flag.store(true, Ordering::Release);
+        is_current_race(|t| {
             let mut tickets = Vec::new();
-            t2.send_batch(&"p", [1, 2], &mut tickets).unwrap();
+            t.send_batch(&"p", [1, 2], &mut tickets).unwrap();
             tickets
-        });
-        let _ = tracker.is_current(&ticket);
-        // Acquire: pairs with the flag's Release store.
-        if revoked.load(Ordering::Acquire) {
-            assert!(!tracker.is_current(&ticket), "revoked, yet current");
-        }
-        let restarted = other.join().unwrap();
-        assert!(!tracker.is_current(&ticket));
-        assert!(restarted.iter().all(|t| tracker.is_current(t)));
-        assert_eq!(tracker.fail(ticket), Err(ResolveError::Revoked));
-        tracker.ack_all(restarted).unwrap();
-        assert_eq!(tracker.in_flight(), 0);
+        })
     });
 }
