@@ -334,3 +334,9 @@ pub mod implementation {}
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// Every Rust block of `GUIDE.md` (the README's back-pressure, metrics and
+/// guarantees), run as a doc test by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../GUIDE.md")]
+pub struct GuideDoctests;
