@@ -25,7 +25,8 @@ use crate::send::inline_bits;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::{fence, thread_index, Ordering};
 use crate::ticket::{RawTicket, Ticket};
-use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendError, Tracker};
+use crate::watermark::Watermarks;
+use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
 use std::hash::Hash;
 use std::mem::MaybeUninit;
 
@@ -37,6 +38,86 @@ where
     P: Hash + Eq + Clone + Send + Sync,
     O: Clone + Send + Sync,
 {
+    /// Sends `offsets`, in order, as records of `partition`, pushing each
+    /// record's ticket onto `tickets`; returns how many were sent.
+    ///
+    /// The same as calling [`send`](Self::send) for each offset, and
+    /// cheaper: up to 64 records at a time enter the open generation in one
+    /// atomic step, and only the last of them becomes the partition's
+    /// latest record there. Each ticket still resolves on its own, in any
+    /// order ([`ack_all`](Self::ack_all) resolves many at once). A flush
+    /// begun after `send_batch` returns covers every record it sent; one
+    /// begun during it covers a prefix of them.
+    ///
+    /// At the first offset the tracker refuses, the batch stops: the
+    /// records before it are sent (their tickets are in `tickets`), and the
+    /// error gives back the refused offsets and the iterator's rest, in
+    /// order, so nothing is lost ([`SendBatchError::into_offsets`]). `Full`
+    /// and `OutOfOrder` refuse one offset; `Closed` may refuse up to 64
+    /// that were taken from the iterator together.
+    ///
+    /// On a [progress](crate::Builder::progress) tracker each record is
+    /// checked for order and budget on its own: the batch is a loop of
+    /// sends, with `partition` cloned for each.
+    ///
+    /// Allocates nothing when `tickets` has room (reuse one `Vec`), beyond
+    /// what `send` allocates; the error path allocates its `Vec` of offsets.
+    ///
+    /// ```
+    /// use inflight::{Refused, Tracker};
+    ///
+    /// let tracker = Tracker::with_capacity(3);
+    /// let mut tickets = Vec::new();
+    /// let err = tracker.send_batch(&"orders-0", 10_u64..15, &mut tickets).unwrap_err();
+    /// assert_eq!(tickets.len(), 3); // 10, 11 and 12 are in flight
+    /// assert_eq!(err.reason, Refused::Full);
+    /// assert_eq!(err.into_offsets().collect::<Vec<_>>(), [13, 14]);
+    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(3));
+    /// assert_eq!(tracker.in_flight(), 0);
+    /// ```
+    pub fn send_batch<I>(
+        &self,
+        partition: &P,
+        offsets: I,
+        tickets: &mut Vec<Ticket>,
+    ) -> Result<usize, SendBatchError<O, I::IntoIter>>
+    where
+        I: IntoIterator<Item = O>,
+    {
+        let mut offsets = offsets.into_iter();
+        let mut sent = 0;
+        if M::PROGRESS {
+            for offset in offsets.by_ref() {
+                // User code (`Clone`), before anything is taken.
+                match self.send(partition.clone(), offset) {
+                    Ok(ticket) => {
+                        tickets.push(ticket);
+                        sent += 1;
+                    }
+                    Err(e) => {
+                        let reason = Refused::of(&e);
+                        let (_, offset) = e.into_inner();
+                        return Err(SendBatchError::new(reason, vec![offset], offsets));
+                    }
+                }
+            }
+            return Ok(sent);
+        }
+        loop {
+            match self.send_chunk(partition, &mut offsets, tickets) {
+                Ok(n) => {
+                    sent += n;
+                    if n < CHUNK {
+                        return Ok(sent);
+                    }
+                }
+                Err((reason, unsent)) => {
+                    return Err(SendBatchError::new(reason, unsent, offsets));
+                }
+            }
+        }
+    }
+
     /// Sends up to [`CHUNK`] offsets from `offsets` in one entry; returns
     /// how many (fewer than `CHUNK` only when `offsets` ran out), or the
     /// refusal and the offsets refused (after sending those before them).
@@ -77,12 +158,14 @@ where
         while let Some(offset) = next.take() {
             // User code: an old offset's `Drop` (alloc puts the slot back).
             let Some((index, slot)) = self.slots.alloc(home) else {
-                refused = Some(((Refused::Full, Some(Limit::Internal)), offset));
+                let key = self.owed_key(&offset); // user code: `chunk` backs out
+                refused = Some(((Refused::Full, Some(Limit::Internal)), offset, key));
                 break;
             };
             if !self.take_permit(home) {
                 self.slots.recycle_slot(index, slot);
-                refused = Some(((Refused::Full, Some(Limit::Capacity)), offset));
+                let key = self.owed_key(&offset); // user code: `chunk` backs out
+                refused = Some(((Refused::Full, Some(Limit::Capacity)), offset, key));
                 break;
             }
             // `number` < MAX_PARTITIONS < 2^32. On a watermark tracker the
@@ -111,8 +194,8 @@ where
         }
         let n = chunk.len;
         if n == 0 {
-            let (reason, offset) = refused.expect("a chunk stops early only when refused");
-            return Err((reason, vec![offset]));
+            let (reason, offset, key) = refused.expect("a chunk stops early only when refused");
+            return Err((self.owe_refused(reason, number, key, life), vec![offset]));
         }
         // Room for the tickets before anything is published: a panic in
         // the allocation backs the chunk out.
@@ -152,16 +235,39 @@ where
         // flush covers all of it or the close is seen here.
         if self.closed.load(crate::sync::Ordering::Acquire) {
             let mut unsent = chunk.take_back();
-            unsent.extend(refused.map(|(_, offset)| offset));
+            unsent.extend(refused.map(|(_, offset, _)| offset));
             return Err(((Refused::Closed, None), unsent));
         }
         for i in 0..n {
             let (index, _, slot) = chunk.get(i);
             self.slots.set_generation(slot, entered);
-            if let Some(watermarks) = self.marks() {
-                // Before publishing, in offset order: the record's
-                // resolution must find it linked.
-                watermarks.link(&self.slots, number, index);
+            if M::WATERMARKS && i + 1 < n {
+                // In offset order: the queue takes the chunk as one chain.
+                Watermarks::chain(&self.slots, index, chunk.get(i + 1).0);
+            }
+        }
+        if let Some(watermarks) = self.marks() {
+            // Before publishing, all at once: a record's resolution must
+            // find it linked. A partition that owes an offset takes the
+            // chunk only if its first record is the owed one (see "Owed
+            // offsets" in `watermark::order`).
+            let records = (chunk.get(0).0, last, n as u64);
+            let linked = match watermarks.look(number) {
+                (queue, Some(tail)) => {
+                    watermarks.link(&self.slots, queue, records, tail);
+                    Ok(())
+                }
+                (queue, None) => {
+                    // SAFETY: the slot is ours until it is published.
+                    let first = unsafe { chunk.get(0).2.value() };
+                    let key = (self.progress.key_of)(first); // user code: `chunk` backs out
+                    watermarks.link_owing(&self.slots, queue, records, key, life)
+                }
+            };
+            if linked.is_err() {
+                let mut unsent = chunk.take_back();
+                unsent.extend(refused.map(|(_, offset, _)| offset));
+                return Err(((Refused::OutOfOrder, None), unsent));
             }
         }
         // Nothing below can fail or run user code but the wakers at the end.
@@ -219,7 +325,31 @@ where
         }
         match refused {
             None => Ok(n),
-            Some((reason, offset)) => Err((reason, vec![offset])),
+            Some((reason, offset, key)) => {
+                Err((self.owe_refused(reason, number, key, life), vec![offset]))
+            }
+        }
+    }
+
+    /// On a watermark tracker without progress, the key of `offset` if it
+    /// is owed (user code: `O`'s `Hash`); `None` elsewhere (a progress
+    /// tracker sends its batches one record at a time).
+    fn owed_key(&self, offset: &O) -> Option<u64> {
+        M::WATERMARKS.then(|| (self.progress.key_of)(offset))
+    }
+
+    /// The reason a batch's first unsent offset, of key `key`, was refused
+    /// `reason`: on a watermark tracker it is owed from now on, or refused
+    /// for order if another offset is (see "Owed offsets" in
+    /// `watermark::order`). Runs no user code.
+    fn owe_refused(&self, reason: Why, number: usize, key: Option<u64>, life: u32) -> Why {
+        match (self.marks(), key) {
+            (Some(watermarks), Some(key))
+                if watermarks.owe(&self.slots, number, key, life).is_err() =>
+            {
+                (Refused::OutOfOrder, None)
+            }
+            _ => reason,
         }
     }
 

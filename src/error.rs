@@ -35,11 +35,12 @@ pub enum SendError<P, O> {
     /// and [`send_async`](crate::Tracker::send_async) wait for the first
     /// two.
     ///
-    /// On a progress tracker the partition now **owes** the offset: every
-    /// later send of the partition is refused with
-    /// [`OutOfOrder`](SendError::OutOfOrder) until this offset is sent (or
-    /// the partition revoked), since an offset never sent below a sent one
-    /// would count as done. Retry it
+    /// On a tracker with watermarks (a progress tracker included) the
+    /// partition now **owes** the offset: every later send of the
+    /// partition is refused with [`OutOfOrder`](SendError::OutOfOrder)
+    /// until this offset is sent (or the partition revoked), since an
+    /// offset never sent below a sent one would count as done (progress),
+    /// or be passed by the watermark (watermarks). Retry it
     /// ([`send_timeout`](crate::Tracker::send_timeout) and
     /// [`send_async`](crate::Tracker::send_async) wait for room); to skip a
     /// record for good, send it and ack it.
@@ -51,11 +52,12 @@ pub enum SendError<P, O> {
     /// [`Builder::progress`](crate::Builder::progress)), the offset is not
     /// above every offset sent before it in the partition's current life
     /// (or it is no position at all, as a negative `i64`). Sending it would
-    /// make the offsets skipped before it count as done. Also: the
-    /// partition owes another offset, refused before (see
-    /// [`Full`](SendError::Full)); send that one first (an offset below it
-    /// then counts as done, as any offset below a sent one does). To skip
-    /// a record for good, send it and ack it.
+    /// make the offsets skipped before it count as done. Also, on any
+    /// tracker with watermarks: the partition owes another offset, refused
+    /// before (see [`Full`](SendError::Full)); send that one first (on a
+    /// progress tracker an offset below it then counts as done, as any
+    /// offset below a sent one does). To skip a record for good, send it
+    /// and ack it.
     OutOfOrder(P, O),
 }
 

@@ -212,10 +212,11 @@
 //! - **progress**: on a tracker built with [`Builder::progress`], what is
 //!   done past the watermark too ([`Progress`]); its `next()` is the *next
 //!   to read*, Kafka's committed offset, commit it as it is.
-//! - **owed**: on a progress tracker, an offset refused with
-//!   [`SendError::Full`] must be sent before any higher offset of its
+//! - **owed**: on a tracker with watermarks, an offset refused with
+//!   [`SendError::Full`] must be sent before any other offset of its
 //!   partition is accepted (others get [`SendError::OutOfOrder`]), so a
-//!   refusal never becomes a gap counted as done.
+//!   refusal never becomes a gap counted as done, or one the watermark
+//!   passes.
 //! - **life**: a partition's records from its first send (or the send
 //!   after a revoke) to the next revoke. Nothing of an ended life (a late
 //!   ack, a send that raced the revoke) changes what the new life reports.

@@ -6,7 +6,6 @@
 //! code). See "Generations, count shards and the seal" and "User code and
 //! panics" in [`crate::implementation`].
 
-use crate::batch::CHUNK;
 use crate::cell::{Latest, INLINE_MAX};
 use crate::counts::{entered_at, entered_from, Chain, Entry, Route, Shards, SHARDS};
 use crate::future::SendWhenRoom;
@@ -18,8 +17,8 @@ use crate::slab::{Slot, HELD, QUEUE_HOLDS};
 use crate::sync::epoch;
 use crate::sync::{light_barrier, thread_index, Ordering};
 use crate::ticket::Ticket;
-use crate::watermark::Refusal;
-use crate::{Limit, Refused, SendBatchError, SendError, Tracker};
+use crate::watermark::{Queue, Refusal};
+use crate::{Limit, SendError, Tracker};
 use std::future::Future;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
@@ -183,38 +182,120 @@ where
             let undo = undo();
             return self.send_in_order(partition, number, lifecycle, undo, (tag, seq, life), wait);
         }
+        // On a watermark tracker (without progress: see above), the
+        // partition's queue and its tail, looked at while the partition key
+        // is still ours: a partition that owes an offset decides the record
+        // against its debt first, and may hand it back (see "Owed offsets"
+        // in `watermark::order`).
+        let look = match self.marks().map(|watermarks| watermarks.look(number)) {
+            Some((queue, Some(tail))) => Some((queue, tail)),
+            Some((queue, None)) => {
+                let record = (queue, tag, life, latest);
+                return self.send_owing(partition, number, lifecycle, undo(), record);
+            }
+            None => None,
+        };
         let unwinding = undo();
         drop(partition); // user code: `unwinding` backs out if it panics
         std::mem::forget(unwinding);
 
         self.slots.set_generation(slot, entered);
-        if let Some(watermarks) = self.marks() {
+        if let (Some(watermarks), Some((queue, tail))) = (self.marks(), look) {
             // Before publishing: the record's resolution must find it linked.
-            watermarks.link(&self.slots, number, index);
+            watermarks.link(&self.slots, queue, (index, index, 1), tail);
         }
         let record = (tag, life, latest);
         Ok(self.install_and_publish(generation, number, (index, slot), record, lifecycle))
     }
 
     /// The error for a send refused for want of a slot or permit. On a
-    /// progress tracker the partition owes the offset from now on (see
-    /// "Owed offsets" in `watermark::order`), unless it is out of order,
-    /// or another offset is owed: then the refusal is `OutOfOrder`. Runs no
-    /// user code.
+    /// tracker with watermarks the partition owes the offset from now on
+    /// (see "Owed offsets" in `watermark::order`), unless it is out of
+    /// order (progress trackers), or another offset is owed: then the
+    /// refusal is `OutOfOrder`. Runs user code only on a watermark tracker
+    /// without progress (`O`'s `Hash`, for the debt's key), while nothing
+    /// is taken.
     #[cold]
-    fn refuse_full(
+    pub(crate) fn refuse_full(
         &self,
         (partition, offset, limit): (P, O, Limit),
         number: usize,
         seq: Option<u64>,
         life: u32,
     ) -> SendError<P, O> {
-        if let (Some(seq), Some(watermarks)) = (seq, self.marks()) {
-            if watermarks.owe(&self.slots, number, seq, life).is_err() {
+        if let Some(watermarks) = self.marks() {
+            // A progress tracker owes the position; another, the key.
+            let key = seq.unwrap_or_else(|| (self.progress.key_of)(&offset));
+            if watermarks.owe(&self.slots, number, key, life).is_err() {
                 return SendError::OutOfOrder(partition, offset);
             }
         }
         SendError::Full(partition, offset, limit)
+    }
+
+    /// The end of a send on a watermark tracker without progress whose
+    /// partition owed an offset when the send looked (see "Owed offsets" in
+    /// `watermark::order`): the record is linked if it is the owed offset,
+    /// or of another life than the debt's, and handed back `OutOfOrder`
+    /// otherwise. The partition key's `Drop` (user code) runs last, once
+    /// the record is published, as in `send_in_order`.
+    #[cold]
+    fn send_owing(
+        &self,
+        partition: P,
+        number: usize,
+        lifecycle: &Lifecycle,
+        undo: Undo<'_, P, O, M>,
+        (queue, tag, life, latest): (&Queue, u32, u32, Latest),
+    ) -> Result<Ticket, SendError<P, O>> {
+        let (index, slot) = (undo.index, undo.slot);
+        let (entered, _) = undo.entered;
+        let Some(watermarks) = self.marks() else {
+            unreachable!("a queue is a watermark tracker's");
+        };
+        // User code (`O`'s `Hash`): `undo` backs the send out if it panics.
+        // SAFETY: as `value`'s contract: the slot is ours, prepared.
+        let key = (self.progress.key_of)(unsafe { slot.value() });
+        // Before linking: the advance reads it once the record is resolved.
+        self.slots.set_generation(slot, entered);
+        let records = (index, index, 1);
+        if watermarks
+            .link_owing(&self.slots, queue, records, key, life)
+            .is_err()
+        {
+            let offset = undo.take_back();
+            return Err(SendError::OutOfOrder(partition, offset));
+        }
+        let record = (tag, life, latest);
+        Ok(self.publish_then_drop_key(undo, partition, number, lifecycle, record))
+    }
+
+    /// The end of a send that kept its partition key to hand a refusal
+    /// back (`send_in_order`, `send_owing`): the record `undo` holds is
+    /// installed and published, then the key is dropped (user code, last):
+    /// if its `Drop` panics the record is failed, so that nothing waits for
+    /// a ticket no one holds, and its offset is redone.
+    fn publish_then_drop_key(
+        &self,
+        undo: Undo<'_, P, O, M>,
+        partition: P,
+        number: usize,
+        lifecycle: &Lifecycle,
+        (tag, life, latest): (u32, u32, Latest),
+    ) -> Ticket {
+        let (index, slot) = (undo.index, undo.slot);
+        let (_, generation) = undo.entered;
+        std::mem::forget(undo);
+        let record = (tag, life, latest);
+        let ticket = self.install_and_publish(generation, number, (index, slot), record, lifecycle);
+        let unwinding = FailOnUnwind {
+            tracker: self,
+            index,
+            tag,
+        };
+        drop(partition); // user code
+        std::mem::forget(unwinding);
+        ticket
     }
 
     /// The last steps of every send, once nothing can refuse the record:
@@ -289,7 +370,7 @@ where
         wait: &mut Wait,
     ) -> Result<Ticket, SendError<P, O>> {
         let (index, slot) = (undo.index, undo.slot);
-        let (entered, generation) = undo.entered;
+        let (entered, _) = undo.entered;
         let (Some(watermarks), Some(config)) = (self.marks(), self.progress_config()) else {
             unreachable!("a progress tracker keeps watermarks");
         };
@@ -330,17 +411,8 @@ where
             // SAFETY: as `value`'s contract: the slot is ours, prepared.
             inline_bits::<O, M>(unsafe { slot.value() }).map_or(Latest::Slot(index), Latest::Bits)
         };
-        std::mem::forget(undo);
         let record = (tag, life, latest);
-        let ticket = self.install_and_publish(generation, number, (index, slot), record, lifecycle);
-        let unwinding = FailOnUnwind {
-            tracker: self,
-            index,
-            tag,
-        };
-        drop(partition); // user code
-        std::mem::forget(unwinding);
-        Ok(ticket)
+        Ok(self.publish_then_drop_key(undo, partition, number, lifecycle, record))
     }
 
     /// [`send`](Self::send), waiting at most `timeout` for room on a
@@ -462,86 +534,6 @@ where
             record: Some((partition, offset)),
             registration: None,
             flagged: false,
-        }
-    }
-
-    /// Sends `offsets`, in order, as records of `partition`, pushing each
-    /// record's ticket onto `tickets`; returns how many were sent.
-    ///
-    /// The same as calling [`send`](Self::send) for each offset, and
-    /// cheaper: up to 64 records at a time enter the open generation in one
-    /// atomic step, and only the last of them becomes the partition's
-    /// latest record there. Each ticket still resolves on its own, in any
-    /// order ([`ack_all`](Self::ack_all) resolves many at once). A flush
-    /// begun after `send_batch` returns covers every record it sent; one
-    /// begun during it covers a prefix of them.
-    ///
-    /// At the first offset the tracker refuses, the batch stops: the
-    /// records before it are sent (their tickets are in `tickets`), and the
-    /// error gives back the refused offsets and the iterator's rest, in
-    /// order, so nothing is lost ([`SendBatchError::into_offsets`]). `Full`
-    /// and `OutOfOrder` refuse one offset; `Closed` may refuse up to 64
-    /// that were taken from the iterator together.
-    ///
-    /// On a [progress](crate::Builder::progress) tracker each record is
-    /// checked for order and budget on its own: the batch is a loop of
-    /// sends, with `partition` cloned for each.
-    ///
-    /// Allocates nothing when `tickets` has room (reuse one `Vec`), beyond
-    /// what `send` allocates; the error path allocates its `Vec` of offsets.
-    ///
-    /// ```
-    /// use inflight::{Refused, Tracker};
-    ///
-    /// let tracker = Tracker::with_capacity(3);
-    /// let mut tickets = Vec::new();
-    /// let err = tracker.send_batch(&"orders-0", 10_u64..15, &mut tickets).unwrap_err();
-    /// assert_eq!(tickets.len(), 3); // 10, 11 and 12 are in flight
-    /// assert_eq!(err.reason, Refused::Full);
-    /// assert_eq!(err.into_offsets().collect::<Vec<_>>(), [13, 14]);
-    /// assert_eq!(tracker.ack_all(tickets.drain(..)), Ok(3));
-    /// assert_eq!(tracker.in_flight(), 0);
-    /// ```
-    pub fn send_batch<I>(
-        &self,
-        partition: &P,
-        offsets: I,
-        tickets: &mut Vec<Ticket>,
-    ) -> Result<usize, SendBatchError<O, I::IntoIter>>
-    where
-        I: IntoIterator<Item = O>,
-    {
-        let mut offsets = offsets.into_iter();
-        let mut sent = 0;
-        if M::PROGRESS {
-            for offset in offsets.by_ref() {
-                // User code (`Clone`), before anything is taken.
-                match self.send(partition.clone(), offset) {
-                    Ok(ticket) => {
-                        tickets.push(ticket);
-                        sent += 1;
-                    }
-                    Err(e) => {
-                        let reason = Refused::of(&e);
-                        let (_, offset) = e.into_inner();
-                        return Err(SendBatchError::new(reason, vec![offset], offsets));
-                    }
-                }
-            }
-            return Ok(sent);
-        }
-        loop {
-            match self.send_chunk(partition, &mut offsets, tickets) {
-                Ok(n) => {
-                    sent += n;
-                    if n < CHUNK {
-                        return Ok(sent);
-                    }
-                }
-                Err((reason, unsent)) => {
-                    return Err(SendBatchError::new(reason, unsent, offsets));
-                }
-            }
         }
     }
 
@@ -694,7 +686,7 @@ impl<P, O, M: Mode> Undo<'_, P, O, M> {
     }
 }
 
-/// Fails a published record of a progress tracker if the partition key's
+/// Fails a published record of a tracker with watermarks if the partition key's
 /// `Drop` panics before its ticket is returned (see `send_in_order`).
 struct FailOnUnwind<'t, P, O, M: Mode> {
     tracker: &'t Tracker<P, O, M>,

@@ -478,16 +478,50 @@ where
     /// keeps watermarks).
     ///
     /// It costs each record a place in its partition's queue (one more
-    /// atomic swap per send, and an advance per resolution), so it is off
-    /// unless asked for. On such a tracker a record counts as in flight
+    /// atomic compare-and-swap per send, one per chunk of a batch, and an
+    /// advance per resolution), so it is off unless asked for. On such a
+    /// tracker a record counts as in flight
     /// ([`in_flight`](Tracker::in_flight), [`drain`](Tracker::drain),
-    /// [`Flush::pending`](crate::Flush::pending)) until the watermark has passed it: an acked
-    /// record behind an unacked one of its partition is still counted, and
-    /// keeps its slot. A [capacity](Self::capacity) counts them too.
-    pub fn watermarks(self) -> Builder<P, O, M::WithWatermarks> {
+    /// [`Flush::pending`](crate::Flush::pending)) until the watermark has
+    /// passed it: an acked record behind an unacked one of its partition
+    /// is still counted, and keeps its slot. A [capacity](Self::capacity)
+    /// counts them too.
+    ///
+    /// An offset refused for want of room
+    /// ([`SendError::Full`](crate::SendError::Full), a batch's first unsent
+    /// offset, a `send_timeout` that gives up) is *owed*: until it is sent,
+    /// or the partition revoked, every other send of the partition is
+    /// refused [`OutOfOrder`](crate::SendError::OutOfOrder), so the
+    /// watermark never passes an offset that was never sent. The tracker
+    /// tells the owed offset by its `Hash` (hence the bound; run on a
+    /// refusal and on a send to an owing partition only): a different
+    /// offset with the same 64-bit hash, one chance in 2^64, would pass for
+    /// it.
+    ///
+    /// ```
+    /// use inflight::{SendError, Tracker};
+    ///
+    /// let tracker: inflight::WatermarkTracker<&str, u64> =
+    ///     Tracker::builder().capacity(1).watermarks().build();
+    /// let first = tracker.send("p", 300).unwrap();
+    /// assert!(matches!(tracker.send("p", 360), Err(SendError::Full("p", 360, _))));
+    /// tracker.ack(first).unwrap();
+    /// // 360 is owed: 365 waits for it, so the watermark cannot pass it.
+    /// assert!(matches!(tracker.send("p", 365), Err(SendError::OutOfOrder("p", 365))));
+    /// tracker.ack(tracker.send("p", 360).unwrap()).unwrap();
+    /// tracker.ack(tracker.send("p", 365).unwrap()).unwrap();
+    /// assert_eq!(tracker.committable()["p"], 365);
+    /// ```
+    pub fn watermarks(self) -> Builder<P, O, M::WithWatermarks>
+    where
+        O: Hash,
+    {
         Builder {
             capacity: self.capacity,
-            progress: self.progress,
+            progress: ProgressConfig {
+                key_of: crate::progress::key_of::<O>,
+                ..self.progress
+            },
             _types: PhantomData,
             _mode: PhantomData,
         }

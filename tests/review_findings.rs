@@ -21,28 +21,43 @@ use panicky::*;
 // ---- 2: a watch counts and uncounts itself on one condition ------------------
 
 /// Item 2. A `drain_partition_async` called while its partition has a
-/// number but no watermark queue yet (its sends were all refused) watches
-/// nothing and counts nothing; the queue appears before the future is
-/// dropped. The drop must not uncount what was never counted (the count
-/// wrapped to `u32::MAX`, and the next watch of the partition, counted
-/// back to 0, was never woken).
+/// number but no watermark queue yet watches nothing and counts nothing;
+/// the queue appears before the future is dropped. The drop must not
+/// uncount what was never counted (the count wrapped to `u32::MAX`, and
+/// the next watch of the partition, counted back to 0, was never woken).
+///
+/// A refused send owes its offset in the partition's queue (review 4, item
+/// 7), so the partition is numbered by a send that panics before it looks
+/// at its queue: the `Drop` of the old offset in the slot it reuses.
 #[test]
 fn a_drain_partition_watch_started_before_the_queue_existed_uncounts_nothing() {
     quiet_planned_panics();
-    let tracker = Tracker::builder().watermarks().capacity(1).build();
+    let tracker: inflight::WatermarkTracker<u32, Off> =
+        Tracker::builder().watermarks().capacity(1).build();
     // Allocates the queue page of partitions 0..16.
-    let held = tracker.send(0_u32, 0_u64).unwrap();
-    // Partitions 1..=16 are numbered by refused sends: 16 is on the
-    // second queue page, which no send has allocated.
-    for partition in 1..=16_u32 {
+    let held = tracker.send(0, Off::new(100)).unwrap();
+    // Partitions 1..=15 are numbered (and owe) on that page.
+    for partition in 1..=15_u32 {
         assert!(matches!(
-            tracker.send(partition, 0),
+            tracker.send(partition, Off::new(0)),
             Err(SendError::Full(..))
         ));
     }
-    let early = tracker.drain_partition_async(&16);
+    // Its slot is free once the watermark has passed the record after it
+    // (the queue's head keeps the link to its successor) and its mark is
+    // taken; its offset is kept until the slot is reused.
     tracker.ack(held).unwrap();
-    let record = tracker.send(16, 1).unwrap(); // allocates the queue page
+    let next = tracker.send(0, Off::new(101)).unwrap();
+    tracker.ack(next).unwrap();
+    assert_eq!(tracker.committable().len(), 1);
+    // Partition 16 is numbered, on the second queue page, which nothing
+    // has allocated: the send panics in the reused slot's old offset.
+    arm(Act::Drop, 100);
+    expect_planned_panic("the reused slot's old offset", || {
+        tracker.send(16, Off::new(1))
+    });
+    let early = tracker.drain_partition_async(&16);
+    let record = tracker.send(16, Off::new(1)).unwrap(); // allocates the queue page
     drop(early);
     // A watch of 16 now must be woken by the ack that drains it.
     let (woken, waker) = test_waker(false, false);

@@ -47,6 +47,12 @@ impl Gate {
 #[derive(Clone)]
 struct Off(u64, Option<Arc<Gate>>);
 
+impl std::hash::Hash for Off {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
 impl Drop for Off {
     fn drop(&mut self) {
         if let Some(gate) = &self.1 {

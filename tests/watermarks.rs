@@ -27,7 +27,7 @@ use std::time::Duration;
 fn watermarked<P, O>() -> inflight::WatermarkTracker<P, O>
 where
     P: std::hash::Hash + Eq + Clone + Send + Sync,
-    O: Clone + Send + Sync,
+    O: std::hash::Hash + Clone + Send + Sync,
 {
     Tracker::builder().watermarks().build()
 }
@@ -421,7 +421,7 @@ fn d4_after_drain_the_watermarks_are_complete() {
 fn w_a_panicking_drop_during_an_advance_does_not_wedge_the_partition() {
     use std::sync::atomic::AtomicBool;
     static BOOM: AtomicBool = AtomicBool::new(false);
-    #[derive(Clone, Debug, PartialEq)]
+    #[derive(Clone, Debug, PartialEq, Hash)]
     struct Off(u64);
     impl Drop for Off {
         fn drop(&mut self) {

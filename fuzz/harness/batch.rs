@@ -122,7 +122,7 @@ impl Sim<'_> {
         let mut offset = if self.model.progress {
             self.progress_offset(partition, batch.first)
         } else {
-            u64::from(batch.first)
+            self.plain_offset(partition, batch.first)
         };
         for i in 0..count {
             if i > 0 && i != usize::from(batch.repeat) {

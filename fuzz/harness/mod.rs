@@ -105,7 +105,7 @@ enum State {
 pub fn build_tracker<P, O>(capacity: Option<usize>, watermarks: bool) -> AnyTracker<P, O>
 where
     P: Hash + Eq + Clone + Send + Sync,
-    O: Clone + Send + Sync,
+    O: Hash + Clone + Send + Sync,
 {
     if !watermarks {
         // The plain constructors, as before the builder existed.
@@ -175,7 +175,7 @@ impl Setup {
 fn build_setup<P, O>(setup: Setup) -> AnyTracker<P, O>
 where
     P: Hash + Eq + Clone + Send + Sync,
-    O: SeqOffset + Clone + Send + Sync,
+    O: SeqOffset + Hash + Clone + Send + Sync,
 {
     if !setup.progress {
         return build_tracker(setup.capacity, setup.watermarks);

@@ -266,8 +266,8 @@ pub struct Model {
     /// Counts of advances revokes took, which the tracker reports again
     /// (see [`REVOKED_COUNTS_REPORTED_AGAIN`]).
     debt: BTreeMap<u8, u64>,
-    /// On a progress tracker, the offset each partition owes and the life
-    /// it owes it in: refused for any reason but order, so no other offset
+    /// On a tracker with watermarks, the offset each partition owes and the
+    /// life it owes it in: refused for any reason but order, so no other offset
     /// of that life is accepted until it is sent (see the module docs).
     owed: BTreeMap<u8, (u32, u64)>,
     /// Expect the tracker's known deviation.
@@ -316,9 +316,8 @@ impl Model {
         if self.closed {
             Err(Refused::Closed)
         } else if !self.looks_up(offset)
-            || (self.progress
-                && (self.owes_other(partition, offset)
-                    || self.last_in_life(partition).is_some_and(|l| offset <= l)))
+            || (self.watermarks && self.owes_other(partition, offset))
+            || (self.progress && self.last_in_life(partition).is_some_and(|l| offset <= l))
         {
             // No position; another offset owed; not above the life's last.
             Err(Refused::OutOfOrder)
@@ -376,7 +375,7 @@ impl Model {
         let outcome = self.send_outcome(partition, offset);
         if !self.closed && self.looks_up(offset) {
             self.number(partition);
-            if self.progress && outcome == Err(Refused::Full) {
+            if self.watermarks && outcome == Err(Refused::Full) {
                 // Refused for want of room, not for order: owed.
                 let life = self.life(partition);
                 self.owed.insert(partition, (life, offset));
@@ -394,10 +393,10 @@ impl Model {
                 self.last_in_life(partition).is_none_or(|l| l < offset),
                 "model: a progress tracker's record out of order"
             );
-            // Sending the owed offset pays the debt.
-            if self.owed.get(&partition) == Some(&(life, offset)) {
-                self.owed.remove(&partition);
-            }
+        }
+        // Sending the owed offset pays the debt.
+        if self.watermarks && self.owed.get(&partition) == Some(&(life, offset)) {
+            self.owed.remove(&partition);
         }
         self.records.push(Record {
             partition,

@@ -239,7 +239,7 @@ impl<'t> Sim<'t> {
                 let offset = if self.model.progress {
                     self.progress_offset(partition, *offset)
                 } else {
-                    u64::from(*offset)
+                    self.plain_offset(partition, *offset)
                 };
                 self.send(partition, offset);
             }

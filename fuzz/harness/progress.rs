@@ -302,6 +302,17 @@ impl Sim<'_> {
         offset_of(code, model.anchor(partition), resume.flatten())
     }
 
+    /// The offset `Op::Send` with `code` sends to `partition` on a tracker
+    /// without progress: `code` itself, or on a watermark tracker whose
+    /// partition owes an offset, that offset for codes `0..=159`, as
+    /// [`progress_offset`](Self::progress_offset) does.
+    pub(super) fn plain_offset(&self, partition: u8, code: u8) -> u64 {
+        match (code, self.model.owed_now(partition)) {
+            (0..=159, Some(owed)) => owed,
+            _ => u64::from(code),
+        }
+    }
+
     /// `progress()`, checked against the model (see the module docs).
     pub(super) fn progress(&mut self) {
         let tracker = self.tracker;

@@ -160,7 +160,7 @@ struct Key(u8);
 /// The offset type of `run_threaded`: `thread << 32 | seq` (see
 /// [`encode`]), whose `Drop` may sleep as [`Key`]'s (the tracker drops a
 /// reused slot's old offset inside the send that takes the slot).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Stamp(u64);
 
 /// A `Drop` of the kind `which` inside a [`ThreadOp::SlowSend`] sleeps.

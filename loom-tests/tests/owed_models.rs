@@ -1,4 +1,5 @@
-//! Loom models of owed offsets (issue #26 item 2): on a progress tracker,
+//! Loom models of owed offsets (issue #26 item 2, and review 4 item 7 for
+//! watermark trackers, O6 and O7): on a progress tracker,
 //! an offset refused for want of room is owed, and no later offset of its
 //! partition is accepted until it is sent (or the partition revoked). The
 //! debt is part of the order decision: senders of one partition see one.
@@ -164,38 +165,61 @@ fn takeover_of_an_ended_lifes_debt_vs_higher_send() {
 #[test]
 fn stale_owed_send_vs_revoke_and_takeover() {
     run_model("stale_owed_send_vs_revoke_and_takeover", || {
-        let tracker = bounded();
-        let one = tracker.send("p", seq(1)).unwrap();
-        assert!(matches!(send(&tracker, 5), Sent::Full));
-        tracker.ack(one).unwrap();
-        let t2 = tracker.clone();
-        let stale = thread::spawn(move || send(&t2, 5));
-        let _ = tracker.revoke(&"p");
-        let nine = send(&tracker, 9);
-        let five = stale.join().unwrap();
-        if matches!(nine, Sent::Full) {
-            // 9 is owed in the new life, whatever became of 5.
-            assert!(
-                matches!(send(&tracker, 10), Sent::OutOfOrder),
-                "the new life's debt of 9 was lost (5: {five:?})"
-            );
-        }
-        if let Sent::Accepted(five) = five {
-            let _ = tracker.ack(five); // `Revoked` if sent in the ended life
-        }
-        match nine {
-            Sent::Accepted(nine) => tracker.ack(nine).unwrap(),
-            Sent::Full => {
-                let Sent::Accepted(nine) = send(&tracker, 9) else {
-                    panic!("the owed 9 refused with the permit free");
-                };
-                tracker.ack(nine).unwrap();
-            }
-            // 5 linked (or owed) first in the new life.
-            Sent::OutOfOrder => {}
-        }
-        assert_eq!(tracker.in_flight(), 0);
+        stale_owed_vs_revoke_and_takeover(bounded(), seq);
     });
+}
+
+/// What a send came to, on any tracker.
+fn outcome<O: std::fmt::Debug>(sent: Result<Ticket, SendError<&'static str, O>>) -> Sent {
+    match sent {
+        Ok(ticket) => Sent::Accepted(ticket),
+        Err(SendError::Full(..)) => Sent::Full,
+        Err(SendError::OutOfOrder(..)) => Sent::OutOfOrder,
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+}
+
+/// O5 and O7: the stale retry of the owed 5 races a revoke and a refusal
+/// of 9 in the new life (see O5), on a tracker of capacity 1 whose
+/// offsets `off` makes.
+fn stale_owed_vs_revoke_and_takeover<O, M>(
+    tracker: Arc<Tracker<&'static str, O, M>>,
+    off: fn(u64) -> O,
+) where
+    O: Clone + Send + Sync + std::fmt::Debug + 'static,
+    M: inflight::mode::Mode + 'static,
+{
+    let send = |tracker: &Tracker<&'static str, O, M>, n: u64| outcome(tracker.send("p", off(n)));
+    let one = tracker.send("p", off(1)).unwrap();
+    assert!(matches!(send(&tracker, 5), Sent::Full));
+    tracker.ack(one).unwrap();
+    let t2 = tracker.clone();
+    let stale = thread::spawn(move || outcome(t2.send("p", off(5))));
+    let _ = tracker.revoke(&"p");
+    let nine = send(&tracker, 9);
+    let five = stale.join().unwrap();
+    if matches!(nine, Sent::Full) {
+        // 9 is owed in the new life, whatever became of 5.
+        assert!(
+            matches!(send(&tracker, 10), Sent::OutOfOrder),
+            "the new life's debt of 9 was lost (5: {five:?})"
+        );
+    }
+    if let Sent::Accepted(five) = five {
+        let _ = tracker.ack(five); // `Revoked` if sent in the ended life
+    }
+    match nine {
+        Sent::Accepted(nine) => tracker.ack(nine).unwrap(),
+        Sent::Full => {
+            let Sent::Accepted(nine) = send(&tracker, 9) else {
+                panic!("the owed 9 refused with the permit free");
+            };
+            tracker.ack(nine).unwrap();
+        }
+        // 5 linked (or owed) first in the new life.
+        Sent::OutOfOrder => {}
+    }
+    assert_eq!(tracker.in_flight(), 0);
 }
 
 /// O2. Two sends of one partition (1 and 2) are refused at capacity at
@@ -245,5 +269,112 @@ fn send_timeout_at_the_budget_vs_ack() {
         acker.join().unwrap();
         tracker.ack(one).unwrap();
         assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+// ---- Watermark trackers (review 4, item 7) ----------------------------------
+
+/// A watermark tracker keeps no order: the debt is told by the offset's
+/// key (its hash), and only the owed offset is accepted while it stands.
+type W = inflight::WatermarkTracker<&'static str, u64>;
+
+fn watermarked() -> Arc<W> {
+    Arc::new(Tracker::builder().capacity(1).watermarks().build())
+}
+
+fn send_w(tracker: &W, offset: u64) -> Sent {
+    match tracker.send("p", offset) {
+        Ok(ticket) => Sent::Accepted(ticket),
+        Err(SendError::Full(..)) => Sent::Full,
+        Err(SendError::OutOfOrder(..)) => Sent::OutOfOrder,
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+}
+
+/// O6. Offset 5 of p is refused at capacity (owed) while another thread
+/// acks the record holding the permit and then sends 6. A send of 6 that
+/// begins after the refusal returned (the main thread says so through a
+/// flag) is refused for order: the debt, recorded before it, is seen. The
+/// watermark never passes 5 unsent: once 5 is sent and acked, it is what
+/// `committable` reports last. Mutant `unowed_look` (a send never sees a
+/// debt) is caught here.
+#[test]
+fn watermark_debt_vs_ack_and_a_later_send() {
+    run_model("watermark_debt_vs_ack_and_a_later_send", || {
+        use loom::sync::atomic::{AtomicBool, Ordering};
+        let tracker = watermarked();
+        let zero = tracker.send("p", 0).unwrap();
+        let owes = Arc::new(AtomicBool::new(false));
+        let (t2, owes2) = (tracker.clone(), owes.clone());
+        let other = thread::spawn(move || {
+            t2.ack(zero).unwrap();
+            // Acquire: after the refusal, and so after the debt.
+            let after_the_debt = owes2.load(Ordering::Acquire);
+            let six = send_w(&t2, 6);
+            if after_the_debt {
+                assert!(
+                    matches!(six, Sent::OutOfOrder),
+                    "6 after the debt of 5: {six:?}"
+                );
+            }
+            six
+        });
+        let five = send_w(&tracker, 5);
+        if matches!(five, Sent::Full) {
+            // Release: the refusal (and its debt) before the flag.
+            owes.store(true, Ordering::Release);
+        }
+        let six = other.join().unwrap();
+        match (five, six) {
+            (Sent::Accepted(five), six) => {
+                tracker.ack(five).unwrap();
+                if let Sent::Accepted(six) = six {
+                    tracker.ack(six).unwrap();
+                }
+            }
+            (Sent::Full, six) => {
+                // 6 linked before the debt, or was refused for it.
+                if let Sent::Accepted(six) = six {
+                    tracker.ack(six).unwrap();
+                }
+                assert!(matches!(send_w(&tracker, 7), Sent::OutOfOrder));
+                let Sent::Accepted(five) = send_w(&tracker, 5) else {
+                    panic!("the owed 5 refused with the permit free");
+                };
+                tracker.ack(five).unwrap();
+                assert_eq!(tracker.committable().get("p"), Some(&5));
+            }
+            // 6 was refused first (the send of 5 held the permit before it
+            // backed out): 6 is owed, and 5 refused for it.
+            (Sent::OutOfOrder, Sent::Full) => {
+                assert!(matches!(send_w(&tracker, 7), Sent::OutOfOrder));
+                let Sent::Accepted(six) = send_w(&tracker, 6) else {
+                    panic!("the owed 6 refused with the permit free");
+                };
+                tracker.ack(six).unwrap();
+                assert_eq!(tracker.committable().get("p"), Some(&6));
+            }
+            (five, six) => panic!("5: {five:?}, 6: {six:?}"),
+        }
+        assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// O7. O5 on a watermark tracker: the stale retry of the owed 5 races a
+/// revoke and a refusal of 9 in the new life, which takes the ended
+/// life's debt over at the same tail record. The new debt is never lost
+/// (10 is refused while 9 is owed), and the claim is always released.
+#[test]
+fn watermark_stale_owed_send_vs_revoke_and_takeover() {
+    run_model("watermark_stale_owed_send_vs_revoke_and_takeover", || {
+        let tracker = watermarked();
+        stale_owed_vs_revoke_and_takeover(tracker.clone(), |n| n);
+        // The claim is free: a refusal owes again.
+        let held = tracker.send("q", 1).unwrap();
+        assert!(matches!(
+            send_w(&tracker, 11),
+            Sent::Full | Sent::OutOfOrder
+        ));
+        tracker.ack(held).unwrap();
     });
 }

@@ -37,7 +37,7 @@ mod bounded;
 pub(crate) mod budget;
 mod track;
 
-pub(crate) use track::ProgressConfig;
+pub(crate) use track::{key_of, ProgressConfig};
 
 use std::fmt;
 

@@ -24,10 +24,26 @@ use std::marker::PhantomData;
 
 /// What [`Builder::progress`] sets: the budget, and how to read an
 /// offset's position (`Clone` and [`SeqOffset::seq`], user code run by the
-/// send before it takes anything).
+/// send before it takes anything); and what [`Builder::watermarks`] sets:
+/// how to tell an owed offset when it is sent again (`key_of`).
 pub(crate) struct ProgressConfig<O> {
     pub(crate) max_metadata_bytes: usize,
     pub(crate) seq_of: fn(&O) -> u64,
+    /// On a watermark tracker without progress, the key that identifies
+    /// an owed offset (see "Owed offsets" in `watermark::order`): a 64-bit
+    /// hash of it (`O`'s `Hash`, user code), run on the refusal path and
+    /// by a send that finds its partition owing, never on the common path.
+    pub(crate) key_of: fn(&O) -> u64,
+}
+
+/// The key of an offset that a watermark tracker owes (see
+/// `ProgressConfig::key_of`): SipHash-1-3 of its `Hash`, with fixed keys,
+/// so that one offset always gives one key. Two different offsets share a
+/// key with a chance of one in 2^64 per comparison, which only a sender
+/// that skipped the owed offset can meet.
+pub(crate) fn key_of<O: Hash>(offset: &O) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(offset)
 }
 
 // Derived `Clone`/`Copy` would require `O: Clone`.
@@ -45,6 +61,7 @@ impl<O> ProgressConfig<O> {
         Self {
             max_metadata_bytes: 0,
             seq_of: |_| NO_POSITION,
+            key_of: |_| 0,
         }
     }
 }
@@ -127,6 +144,7 @@ where
             progress: ProgressConfig {
                 max_metadata_bytes,
                 seq_of: |offset: &O| offset.clone().seq(),
+                key_of: self.progress.key_of,
             },
             _types: PhantomData,
             _mode: PhantomData,

@@ -58,6 +58,7 @@
 
 mod advance;
 mod committable;
+mod link;
 mod order;
 mod walk;
 mod words;
@@ -76,7 +77,7 @@ pub(crate) use walk::{Seen, Walk};
 pub(crate) use words::MAX_CREDIT;
 use words::{
     index_of, mark_index, mark_life, mark_word, node, owed_epoch, owed_word, tail_credit,
-    tail_node, tail_tag, tail_word, OWED,
+    tail_node, tail_tag, tail_word, NODE_BITS, OWED,
 };
 
 /// One partition's queue and mark.
@@ -354,37 +355,9 @@ impl Watermarks {
             keep_max: keep_max(max),
         }
     }
+}
 
-    /// Queues a prepared record (holding `QUEUED`, not yet published) at the
-    /// end of its partition's queue. Call before publishing the record, so
-    /// that its resolution always finds it linked.
-    // Not inlined, as `advance`.
-    #[inline(never)]
-    pub(crate) fn link<O>(&self, slots: &Slab<O>, partition: usize, index: usize) {
-        let queue = self
-            .queues
-            .get_or_alloc(partition, || CachePadded::new(Queue::new()));
-        // Relaxed: a statistic; `passed` never overtakes it because a record
-        // is counted here before it can be passed.
-        queue.sent.fetch_add(1, Ordering::Relaxed);
-        let me = node(index);
-        // AcqRel: Release hands our slot's reset link (`next_queued` = 0,
-        // written at prepare) to the next sender, who stores into it;
-        // Acquire sees our predecessor's reset link before we store into it.
-        let previous = tail_node(queue.tail.swap(tail_word(me, 0, 0), Ordering::AcqRel));
-        let link = if previous == 0 {
-            &queue.first
-        } else {
-            // The predecessor is still queued (its successor, us, is not yet
-            // linked, so the watermark cannot have moved past it): its slot
-            // is held and cannot be reused.
-            &slots.slot_of(index_of(previous)).next_queued
-        };
-        // Release: publishes our prepared slot (value, partition, state) to
-        // the advancer that follows this link (Acquire).
-        link.store(me, Ordering::Release);
-    }
-
+impl Watermarks {
     /// Advances `partition`'s watermark past every resolved record at the
     /// front of its queue, or leaves that to the thread already doing it.
     /// `leave(entered, n, failed, life)` removes `n` passed records, sent in

@@ -105,6 +105,29 @@
 //! out of order (if it is below it) or is below it; none links after it
 //! but the owed offset.
 //!
+//! ## On a watermark tracker without progress
+//!
+//! The same debt, with the same flag, claim and epochs, with two changes.
+//! There is no order, so the debt's `owed_seq` holds the owed offset's key
+//! (a 64-bit hash of it, `ProgressConfig::key_of`) and `owe` checks only
+//! lives. And the common path stays a link without a decision: a send
+//! `look`s at the tail (Acquire) while it still holds the partition key;
+//! with no flag it links with a CAS that keeps whatever debt was recorded
+//! since (flag and epoch), as if it had linked first. That is the same
+//! decision: the debt depends on the tail record's life only, and a record
+//! of the debt's life (or an older one) leaves it owed either way, while a
+//! newer life's record makes an older debt void whether it is cleared now
+//! or by the next send. A send that finds the flag decides against the
+//! debt (`link_owing`, cold): the owed offset (same life, same key) links
+//! and clears the flag, then releases the claim; a record of a newer life
+//! than the debt's does the same (a revoke forgot it); one of an older
+//! life links and keeps the flag (it is of an ended life, and releases
+//! itself); any other offset is handed back `OutOfOrder` with nothing
+//! linked. A batch links its chunk as one chain with one CAS, decided as
+//! its first record. A send that looked without the flag, began after a
+//! refusal returned, and links after it cannot happen: the refusal's CAS
+//! came before the look.
+//!
 //! The flag's bits are reused while it is set: a tail with a debt carries
 //! no credit (the owed send walks), and its credit bits count the debts
 //! recorded at the same tail record, so that a CAS expecting an old debt's
@@ -307,7 +330,8 @@ impl Watermarks {
 
     /// Records that `partition` owes position `seq` of `life`, whose send
     /// was refused for a reason other than order (see "Owed offsets" in the
-    /// module docs). `Ok` when the partition owes it now (it did already,
+    /// module docs). On a watermark tracker without progress, `seq` is the
+    /// offset's key (see `ProgressConfig::key_of`), and no order is checked. `Ok` when the partition owes it now (it did already,
     /// or the debt is recorded), or when the send is of an ended life (a
     /// newer life forgets it: nothing is recorded); `Err(OutOfOrder)` when
     /// the offset is itself out of order, or another offset of `life` is
@@ -328,7 +352,8 @@ impl Watermarks {
         let queue = self
             .queues
             .get_or_alloc(partition, || CachePadded::new(Queue::new()));
-        let seqs = self.seqs.as_ref().expect("a progress tracker");
+        // None on a watermark tracker without progress: no order to check.
+        let seqs = self.seqs.as_ref();
         // Whether we hold `owing`, and the epoch our debt takes.
         let mut claimed = false;
         let mut epoch = 0;
@@ -419,7 +444,10 @@ impl Watermarks {
             let refused = match previous_life {
                 // Of an ended life: a newer life's record is queued.
                 Some(previous) if newer(previous, life) => Some(Ok(())),
-                Some(previous) if previous == life && seq <= seq_of(seqs, index_of(node)) => {
+                Some(previous)
+                    if previous == life
+                        && seqs.is_some_and(|seqs| seq <= seq_of(seqs, index_of(node))) =>
+                {
                     Some(Err(Refusal::OutOfOrder))
                 }
                 _ => None,

@@ -29,8 +29,8 @@ pub(super) fn tail_word(node: u32, tag: u32, credit: u64) -> u64 {
 /// The most budget credit a tail word carries (see `order`).
 pub(crate) const MAX_CREDIT: u64 = 0x7f;
 
-/// The flag of a progress queue's tail word that says the partition owes
-/// an offset (see "Owed offsets" in `order`). While it is set, the credit
+/// The flag of a queue's tail word that says the partition owes an
+/// offset (see "Owed offsets" in `order`). While it is set, the credit
 /// bits carry the debt's epoch instead of a credit.
 pub(super) const OWED: u64 = 1 << 31;
 
@@ -41,8 +41,11 @@ pub(super) fn owed_word(node: u32, tag: u32, epoch: u64) -> u64 {
     tail_word(node, tag, epoch & MAX_CREDIT) | OWED
 }
 
+/// The node's bits of a tail word.
+pub(super) const NODE_BITS: u64 = 0xff_ffff;
+
 pub(super) fn tail_node(word: u64) -> u32 {
-    (word & 0xff_ffff) as u32
+    (word & NODE_BITS) as u32
 }
 
 pub(super) fn tail_tag(word: u64) -> u32 {

@@ -111,7 +111,7 @@ pub fn no_user_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
 pub const CANARY: u64 = 0x5afe_c0de;
 pub const POISON: u64 = 0xdead_dead;
 
-/// An offset whose `Clone` and `Drop` may panic (the `Drop` of the value
+/// An offset whose `Clone`, `Hash` and `Drop` may panic (the `Drop` of the value
 /// given to `send` only, not of the clones the tracker hands out). Its
 /// canary lives on the heap, so a clone of a dropped value reads freed
 /// memory (AddressSanitizer reports it) or the poison (the assertion does).
@@ -151,6 +151,15 @@ impl Drop for Off {
         if self.original {
             hit(Act::Drop, self.id);
         }
+    }
+}
+
+/// The `Hash` a watermark tracker runs on an owed offset (on a refusal,
+/// and on a send that finds its partition owing).
+impl Hash for Off {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hit(Act::Hash, self.id);
+        self.id.hash(state);
     }
 }
 

@@ -76,6 +76,10 @@ impl Shared<'_> {
             last: HashMap::new(),
         };
         let mut seq = 0_u64;
+        // On a watermark tracker, the seq each partition owes for this
+        // thread (refused `Full`): its next send there sends it again, as a
+        // source retries a refused record (see "Owed offsets").
+        let mut owed: HashMap<u8, u64> = HashMap::new();
         let unacked = &self.unacked[thread];
         for step in self.steps(ops) {
             let op = match step {
@@ -94,7 +98,10 @@ impl Shared<'_> {
                     } else {
                         (2 * thread + usize::from(second)) as u8
                     };
-                    seq += 1;
+                    let seq = owed.remove(&partition).unwrap_or_else(|| {
+                        seq += 1;
+                        seq
+                    });
                     let slow = match op {
                         ThreadOp::SlowSend { entered: true, .. } => Slow::Partition,
                         ThreadOp::SlowSend { entered: false, .. } => Slow::Offset,
@@ -136,12 +143,24 @@ impl Shared<'_> {
                         }
                         Err(error) => {
                             let full = matches!(error, SendError::Full(..));
+                            let out_of_order = matches!(error, SendError::OutOfOrder(..));
                             assert_eq!(
                                 error.into_inner(),
                                 (Key(partition), Stamp(encode(thread, seq)))
                             );
                             if full {
                                 assert!(self.capacity.is_some(), "Full without a capacity");
+                                if self.watermarks {
+                                    owed.insert(partition, seq);
+                                }
+                            } else if out_of_order {
+                                // Only a partition that owes another
+                                // offset (refused `Full` before) refuses
+                                // for order here.
+                                assert!(
+                                    self.watermarks && self.capacity.is_some(),
+                                    "OutOfOrder without a debt"
+                                );
                             } else {
                                 assert!(self.closing.load(Ordering::SeqCst), "Closed, not closed");
                             }

@@ -7,8 +7,23 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// Offsets in the models: reference counted by loom, so leaks and double
-/// drops are reported.
-pub type Off = Arc<u64>;
+/// drops are reported; hashed by value (a watermark tracker hashes the
+/// offset it owes).
+#[derive(Clone, Debug)]
+pub struct Off(Arc<u64>);
+
+impl std::ops::Deref for Off {
+    type Target = u64;
+    fn deref(&self) -> &u64 {
+        &self.0
+    }
+}
+
+impl std::hash::Hash for Off {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (*self.0).hash(state);
+    }
+}
 pub type T = Tracker<&'static str, Off>;
 /// A watermark tracker of the models' types.
 pub type W = inflight::WatermarkTracker<&'static str, Off>;
@@ -18,7 +33,7 @@ pub type W = inflight::WatermarkTracker<&'static str, Off>;
 pub const FOREVER: Duration = Duration::from_secs(3600);
 
 pub fn off(n: u64) -> Off {
-    Arc::new(n)
+    Off(Arc::new(n))
 }
 
 /// Offsets as plain numbers, for comparisons.
