@@ -262,6 +262,7 @@ mod pages;
 mod partition;
 mod permits;
 mod slab;
+pub mod store;
 mod sync;
 mod ticket;
 mod waiter;
