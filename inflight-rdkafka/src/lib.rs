@@ -115,6 +115,8 @@ pub mod commits;
 pub mod consumer;
 mod drive;
 pub mod hand_off;
+mod handed_off;
+mod on_rebalance;
 pub mod produce;
 pub mod producer;
 mod revocation;
@@ -125,6 +127,7 @@ pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, Topi
 pub use hand_off::{
     commit_progress, continue_hand_off, finish_hand_off, HandOffContext, OnRebalance,
 };
+pub use handed_off::HandedOff;
 pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};

@@ -1,0 +1,232 @@
+//! The glue with tokio's `StreamConsumer` (issue 39, items 1 and 2), on
+//! librdkafka's mock cluster: an async pipeline (`member.rs`, as
+//! `examples/async_pipeline.rs`) whose members join and leave the group
+//! while records flow loses no record and produces none twice; and after
+//! a hand-off that released records still in flight (their workers held
+//! past the drain bound), the old owner produces none of them, the new
+//! owner produces each once, and the hand-off says how many it released.
+//!
+//! Every wait is on a condition, with a deadline that only reports a hang.
+
+#[path = "stream/member.rs"]
+mod member;
+
+use member::Member;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::Message;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+type Cluster = MockCluster<'static, DefaultProducerContext>;
+
+/// A cluster with `source` (`partitions` partitions) and `sink` (one).
+fn cluster(partitions: i32) -> Cluster {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("source", partitions, 1).unwrap();
+    cluster.create_topic("sink", 1, 1).unwrap();
+    cluster.create_topic("progress-store", 1, 1).unwrap();
+    cluster
+}
+
+/// Produces `each` records to every partition of `source`.
+fn fill(cluster: &Cluster, partitions: i32, each: usize) {
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .create()
+        .unwrap();
+    for partition in 0..partitions {
+        for _ in 0..each {
+            producer
+                .send(
+                    BaseRecord::<(), str>::to("source")
+                        .partition(partition)
+                        .payload("x"),
+                )
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// Waits (polling, 120 s at most: a request librdkafka retries times out
+/// in 60) until `done` holds; a hang reports `what` and the members.
+#[track_caller]
+fn wait_for(what: &str, members: &[&Member], mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        if Instant::now() >= deadline {
+            let states: Vec<_> = members.iter().map(|m| m.state()).collect();
+            panic!("{what}: not in 120 s; members: {states:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A consumer of `topic`'s `partitions` outside the group's membership
+/// (the group's committed offsets, the sink's records).
+fn reader(cluster: &Cluster, group: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap()
+}
+
+/// Whether the group's committed offset of each partition of `source` is
+/// its high watermark: every record was delivered and committed.
+fn all_committed(cluster: &Cluster, partitions: i32) -> bool {
+    let reader = reader(cluster, "group");
+    let mut list = TopicPartitionList::new();
+    for partition in 0..partitions {
+        list.add_partition("source", partition);
+    }
+    let committed = reader
+        .committed_offsets(list, Duration::from_secs(10))
+        .unwrap();
+    (0..partitions).all(|partition| {
+        let (_, high) = reader
+            .fetch_watermarks("source", partition, Duration::from_secs(10))
+            .unwrap();
+        committed
+            .find_partition("source", partition)
+            .is_some_and(|e| e.offset() == Offset::Offset(high))
+    })
+}
+
+/// How many times each source record (`partition/offset`) is in `sink`.
+fn sink(cluster: &Cluster) -> HashMap<String, usize> {
+    let reader = reader(cluster, "sink-reader");
+    let (_, high) = reader
+        .fetch_watermarks("sink", 0, Duration::from_secs(10))
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset("sink", 0, Offset::Beginning)
+        .unwrap();
+    reader.assign(&list).unwrap();
+    let mut seen = HashMap::new();
+    let mut read = 0;
+    wait_for("the sink read", &[], || {
+        if let Some(message) = reader.poll(Duration::from_millis(20)) {
+            let message = message.unwrap();
+            let key = String::from_utf8(message.key().unwrap().to_vec()).unwrap();
+            *seen.entry(key).or_insert(0) += 1;
+            read = message.offset() + 1;
+        }
+        read >= high
+    });
+    seen
+}
+
+/// Each record of `source` (`partitions` × `each`) in `sink` exactly once.
+fn assert_exactly_once(cluster: &Cluster, partitions: i32, each: i64) {
+    let seen = sink(cluster);
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "produced twice: {twice:?}");
+    for partition in 0..partitions {
+        for offset in 0..each {
+            assert!(
+                seen.contains_key(&format!("{partition}/{offset}")),
+                "{partition}/{offset} lost"
+            );
+        }
+    }
+    assert_eq!(seen.len(), (i64::from(partitions) * each) as usize);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Item 1: `StreamConsumer` members join and leave while records flow;
+/// each clean rebalance hands off with nothing released, and every record
+/// is in the sink once.
+#[test]
+fn stream_consumers_join_and_leave_without_losing_or_repeating_a_record() {
+    let cluster = cluster(4);
+    let brokers = cluster.bootstrap_servers();
+    fill(&cluster, 4, 50);
+    let runtime = runtime();
+    let a = runtime.block_on(async { Member::start(&brokers, Duration::from_secs(60), true) });
+    wait_for("a's first records", &[&a], || a.produced() > 0);
+    let b = runtime.block_on(async { Member::start(&brokers, Duration::from_secs(60), true) });
+    wait_for("the rebalance", &[&a, &b], || {
+        a.context.last_hand_off().is_some() && b.assigned() > 0
+    });
+    // The rebalance gave b partitions a had: a handed them off, clean
+    // (its final commit may be refused by the mock: see `member.rs`).
+    let handed = a.context.last_hand_off().unwrap();
+    assert_eq!(handed.released, 0, "{handed}");
+    fill(&cluster, 4, 50);
+    wait_for("b's first records", &[&a, &b], || b.produced() > 0);
+    wait_for("100 per partition committed", &[&a, &b], || {
+        all_committed(&cluster, 4)
+    });
+    // b leaves: a takes its partitions back.
+    let b_log = runtime.block_on(b.stop());
+    fill(&cluster, 4, 50);
+    wait_for("150 per partition committed", &[&a], || {
+        all_committed(&cluster, 4)
+    });
+    let a_log = runtime.block_on(a.stop());
+    assert!(!b_log.produced.is_empty() && !a_log.produced.is_empty());
+    assert!(a_log.dropped.is_empty() && b_log.dropped.is_empty());
+    assert_exactly_once(&cluster, 4, 150);
+}
+
+/// Item 2 (and 3): a hand-off whose drain bound passes while its records
+/// are still with the workers releases them, and says how many; the old
+/// owner's workers ask `is_current` and produce none of them; the new
+/// owner produces each once.
+#[test]
+fn records_a_hand_off_released_are_produced_by_the_new_owner_only() {
+    let cluster = cluster(2);
+    let brokers = cluster.bootstrap_servers();
+    fill(&cluster, 2, 20);
+    let runtime = runtime();
+    // a's workers are held: its records stay in flight past the bound.
+    let a = runtime.block_on(async { Member::start(&brokers, Duration::from_millis(200), false) });
+    wait_for("a consumed all 40", &[&a], || a.tracker.in_flight() == 40);
+    let b = runtime.block_on(async { Member::start(&brokers, Duration::from_secs(60), true) });
+    wait_for("a's hand-off", &[&a, &b], || {
+        a.context.last_hand_off().is_some()
+    });
+    let handed = a.context.last_hand_off().unwrap();
+    assert_eq!(handed.partitions.len(), 1, "{handed}");
+    let moved = handed.partitions[0].partition;
+    assert_eq!(handed.released, 20, "{handed}");
+    assert_eq!(a.tracker.in_flight(), 20, "the other partition's stay");
+    let errors = a.context.errors();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with(&format!("drain of [source/{moved}]: 20 records"))),
+        "{errors:?}"
+    );
+    wait_for("b produced the moved partition", &[&a, &b], || {
+        b.produced() == 20
+    });
+    a.open();
+    wait_for("a's workers went through", &[&a, &b], || {
+        a.produced() + a.dropped() == 40
+    });
+    let (a_log, b_log) = runtime.block_on(async { (a.stop().await, b.stop().await) });
+    let released: Vec<_> = (0..20).map(|offset| (moved, offset)).collect();
+    let mut dropped = a_log.dropped.clone();
+    dropped.sort_unstable();
+    assert_eq!(dropped, released, "a dropped exactly the released records");
+    assert!(a_log.produced.iter().all(|(p, _)| *p != moved));
+    let mut produced = b_log.produced.clone();
+    produced.sort_unstable();
+    assert_eq!(produced, released, "b produced each released record");
+    assert_exactly_once(&cluster, 2, 20);
+}
