@@ -236,6 +236,74 @@ impl<M: Resumable, C: ConsumerContext> Edge<M, C> for PollEdge {
     }
 }
 
+/// How many times at most the final commit is made while the group
+/// answers `RebalanceInProgress`: that refusal passes only when the
+/// group's rebalance ends, which (eager, or a deferred cooperative
+/// hand-off) waits for this member to let its partitions go, so a longer
+/// retry would only hold the group up (and a strict coordinator evicts a
+/// member that does not rejoin in time; librdkafka's mock cluster does
+/// within the session timeout). A few catch a refusal racing the end of
+/// another member's join.
+const ATTEMPTS_WHILE_REBALANCING: u32 = 3;
+
+/// How a refused commit of the hand-off may be made again while the member
+/// still owns the partitions: `Some(n)` at most `n` times in all (a
+/// rebalance in progress, see [`ATTEMPTS_WHILE_REBALANCING`]), `None`
+/// until the drain bound (the coordinator moves, loads, or timed out);
+/// not at all for other refusals (a fenced member, `IllegalGeneration` or
+/// `UnknownMemberId`, owns nothing any more).
+fn attempts_for(error: &KafkaError) -> Option<Option<u32>> {
+    match error {
+        KafkaError::ConsumerCommit(RDKafkaErrorCode::RebalanceInProgress) => {
+            Some(Some(ATTEMPTS_WHILE_REBALANCING))
+        }
+        KafkaError::ConsumerCommit(
+            RDKafkaErrorCode::NotCoordinator
+            | RDKafkaErrorCode::CoordinatorLoadInProgress
+            | RDKafkaErrorCode::CoordinatorNotAvailable
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::OperationTimedOut,
+        ) => Some(None),
+        _ => None,
+    }
+}
+
+/// The hand-off's final commit of `list`: refused for a reason that may
+/// pass ([`attempts_for`]), it is made again (at least once, then until
+/// `deadline`, the revocation's drain bound, and as many times as the
+/// refusal allows) while the member still owns the partitions (not lost,
+/// not closed), a little later each time. Counts the commits made in
+/// `attempts`.
+fn commit_retrying<M: Resumable, C, E: Edge<M, C>>(
+    edge: &E,
+    list: &TopicPartitionList,
+    deadline: Instant,
+    attempts: &mut u32,
+) -> KafkaResult<()> {
+    let mut pause = Duration::from_millis(5);
+    loop {
+        *attempts += 1;
+        let result = edge.commit(list);
+        let again = match &result {
+            Err(e) => match attempts_for(e) {
+                None => false,
+                Some(most) => {
+                    most.is_none_or(|most| *attempts < most)
+                        && (*attempts == 1 || Instant::now() < deadline)
+                        && !edge.lost()
+                        && !edge.closed()
+                }
+            },
+            Ok(()) => false,
+        };
+        if !again {
+            return result;
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(LONGEST_STEP);
+    }
+}
+
 /// The list of `partitions`, for rdkafka.
 pub(crate) fn list_of(partitions: &[TopicPartition]) -> TopicPartitionList {
     let mut list = TopicPartitionList::with_capacity(partitions.len());
@@ -436,7 +504,12 @@ impl<M: Resumable, C> HandOffContext<M, C> {
     /// kept.
     fn hand_over<E: Edge<M, C>>(&self, edge: &E, partitions: &[TopicPartition], commit: bool) {
         let tracker = self.tracker();
+        let deadline = self
+            .lock_hand_off()
+            .commit_deadline()
+            .unwrap_or_else(Instant::now);
         let mut released = 0;
+        let mut attempts = 0;
         let over = self.commits().hand_over(
             partitions,
             commit,
@@ -451,7 +524,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
                     .remove(partition)
             },
             self.progress_store(),
-            |list| edge.commit(list),
+            |list| commit_retrying(edge, list, deadline, &mut attempts),
         );
         self.forget_resumed(partitions);
         if released > 0 && commit {
@@ -471,11 +544,14 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             released,
             final_commit: (over.list.is_some() || over.result.is_err())
                 .then(|| over.result.clone()),
+            commit_attempts: attempts,
         });
         if let Err(e) = &over.result {
             self.error(format!(
-                "final commit: {e}; {partitions:?} handed off without it (their next owner \
-                 redoes what was not committed)"
+                "final commit: {e} (made {attempts} time{} within the drain bound); \
+                 {partitions:?} handed off without it (their next owner redoes what was not \
+                 committed, unless a store kept it)",
+                if attempts == 1 { "" } else { "s" }
             ));
             // Yours last: its panic finds the hand-over done.
             if let Some(list) = &over.list {

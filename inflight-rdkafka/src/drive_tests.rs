@@ -5,20 +5,25 @@ use inflight::{DrainError, Tracker};
 use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::topic_partition_list::Offset;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A consumer that records the calls the driver makes, and answers
-/// each commit with `commit`.
+/// the commits with `commits`, in turn (the last one for ever).
 struct Fake {
     calls: RefCell<Vec<String>>,
-    commit: KafkaResult<()>,
+    commits: RefCell<VecDeque<KafkaResult<()>>>,
 }
 
 impl Fake {
     fn new(commit: KafkaResult<()>) -> Self {
+        Self::answering(vec![commit])
+    }
+
+    fn answering(commits: Vec<KafkaResult<()>>) -> Self {
         Self {
             calls: RefCell::new(Vec::new()),
-            commit,
+            commits: RefCell::new(commits.into()),
         }
     }
 
@@ -66,7 +71,12 @@ impl Edge<inflight::mode::Progress, DefaultConsumerContext> for Fake {
     }
     fn commit(&self, list: &TopicPartitionList) -> KafkaResult<()> {
         self.record("commit", list);
-        self.commit.clone()
+        let mut commits = self.commits.borrow_mut();
+        if commits.len() > 1 {
+            commits.pop_front().unwrap()
+        } else {
+            commits[0].clone()
+        }
     }
     fn post_rebalance(&self, _: &Context, list: &TopicPartitionList) {
         self.record("post", list);
@@ -189,8 +199,10 @@ fn a_failed_final_commit_counts_and_is_reported() {
     let (tracker, stuck) = tracker();
     tracker.ack(stuck).unwrap();
     let context = Context::new(tracker, Duration::from_secs(600));
+    // Fenced: not made again (see the next tests for a refusal that may
+    // pass).
     let fake = Fake::new(Err(KafkaError::ConsumerCommit(
-        RDKafkaErrorCode::RebalanceInProgress,
+        RDKafkaErrorCode::IllegalGeneration,
     )));
     context.on_revoke(&fake, &list_of(&[tp(0)]));
     assert_eq!(context.commit_failures(), 1);
@@ -209,6 +221,67 @@ fn a_failed_final_commit_counts_and_is_reported() {
             "post t/0"
         ]
     );
+}
+
+fn rebalancing() -> KafkaResult<()> {
+    Err(KafkaError::ConsumerCommit(
+        RDKafkaErrorCode::RebalanceInProgress,
+    ))
+}
+
+/// Issue 39, item 4: a final commit refused while the group rebalances
+/// is made again while the partitions are still owned, and what the
+/// hand-off did says so.
+#[test]
+fn a_refused_final_commit_is_made_again_and_confirmed() {
+    let (tracker, stuck) = tracker();
+    tracker.ack(stuck).unwrap();
+    let context = Context::new(tracker, Duration::from_secs(600));
+    let fake = Fake::answering(vec![rebalancing(), Ok(())]);
+    context.on_revoke(&fake, &list_of(&[tp(0)]));
+    assert_eq!(
+        *fake.calls.borrow(),
+        ["commit t/0@6", "commit t/0@6", "let go t/0", "post t/0"]
+    );
+    assert_eq!(context.commit_failures(), 0);
+    assert_eq!(context.errors(), Vec::<String>::new());
+    let done = context.last_hand_off().unwrap();
+    assert_eq!(
+        (done.final_commit, done.commit_attempts, done.released),
+        (Some(Ok(())), 2, 0)
+    );
+}
+
+/// Issue 39, item 4: a final commit refused until the drain bound passed
+/// (made once more at least) fails, and is reported: in `errors()` with
+/// how many times it was made, to your `commit_callback`, and in
+/// `last_hand_off()`.
+#[test]
+fn a_final_commit_refused_past_the_bound_is_reported_with_its_attempts() {
+    let (tracker, stuck) = tracker();
+    tracker.ack(stuck).unwrap();
+    let context = Context::new(tracker, Duration::ZERO);
+    let fake = Fake::new(rebalancing());
+    context.on_revoke(&fake, &list_of(&[tp(0)]));
+    assert_eq!(
+        *fake.calls.borrow(),
+        [
+            "commit t/0@6",
+            "commit t/0@6",
+            "callback failed t/0@6",
+            "let go t/0",
+            "post t/0"
+        ]
+    );
+    assert_eq!(context.commit_failures(), 1);
+    let errors = context.errors();
+    assert!(
+        errors.len() == 1 && errors[0].contains("(made 2 times within the drain bound)"),
+        "{errors:?}"
+    );
+    let done = context.last_hand_off().unwrap();
+    assert_eq!(done.final_commit, Some(rebalancing()));
+    assert_eq!(done.commit_attempts, 2);
 }
 
 /// A store whose save panics (user code).

@@ -249,6 +249,34 @@ use std::time::Duration;
 /// your `post_rebalance` of the revocation reads), with how its final
 /// commit went.
 ///
+/// # A refused final commit, and 0 duplicates on a strict coordinator
+///
+/// A final commit the group refuses for a reason that may pass is made
+/// again while the partitions are still owned (not lost, the consumer not
+/// closed), within the drain bound: a coordinator that moves, loads or
+/// timed out until the bound; `RebalanceInProgress` a few times only (3
+/// in all), as it passes only once the group's rebalance ends, which
+/// waits for this member to let the partitions go. What came of it is in
+/// [`last_hand_off`](Self::last_hand_off) (`final_commit`,
+/// `commit_attempts`); a commit that still failed also goes to
+/// [`errors`](Self::errors) (with how many times it was made) and to your
+/// `commit_callback`.
+///
+/// Kafka accepts a commit of the current generation while the group
+/// prepares a rebalance, so the final commit goes through there. A
+/// **strict coordinator** refuses every commit while its group is joining
+/// (librdkafka's mock cluster does; so would a broker fencing commits
+/// during rebalances): under eager assignment (`range`, `roundrobin`)
+/// every hand-off's final commit is refused, under `cooperative-sticky`
+/// now and then (when its revocation races another join). Then what only
+/// that commit carried is redone by the next owner, **unless a
+/// [`store`](Self::store) saved it first**: [`TopicStore`](crate::TopicStore)
+/// is saved before the group commit and read back on assignment, so with
+/// it a clean rebalance gives 0 duplicates on a strict coordinator, with
+/// any strategy; with the default [`GroupCommitStore`], commit regularly
+/// ([`commit_progress`] every 100 ms or so) so that little is left to the
+/// final commit, and prefer `cooperative-sticky`.
+///
 /// # Stopping cleanly
 ///
 /// The recipe `examples/pipeline.rs` and `examples/async_pipeline.rs`

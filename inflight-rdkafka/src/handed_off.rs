@@ -41,6 +41,11 @@ pub struct HandedOff {
     /// `commit_callback` and in `errors()`): the next owner then starts
     /// from the group's last commit, or from what the store kept.
     pub final_commit: Option<Result<(), KafkaError>>,
+    /// How many times the final commit was made: more than once when the
+    /// group refused it for a reason that may pass (a rebalance in
+    /// progress, a coordinator moving), made again within the drain bound
+    /// while the partitions were still owned.
+    pub commit_attempts: u32,
 }
 
 impl fmt::Display for HandedOff {
@@ -53,9 +58,13 @@ impl fmt::Display for HandedOff {
             if self.released == 1 { "" } else { "s" }
         )?;
         match &self.final_commit {
-            None => write!(f, "none"),
-            Some(Ok(())) => write!(f, "confirmed"),
-            Some(Err(e)) => write!(f, "failed ({e})"),
+            None => write!(f, "none")?,
+            Some(Ok(())) => write!(f, "confirmed")?,
+            Some(Err(e)) => write!(f, "failed ({e})")?,
         }
+        if self.commit_attempts > 1 {
+            write!(f, " after {} attempts", self.commit_attempts)?;
+        }
+        Ok(())
     }
 }

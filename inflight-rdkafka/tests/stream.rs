@@ -11,9 +11,10 @@
 #[path = "stream/member.rs"]
 mod member;
 
-use member::Member;
+use member::{Member, Setup};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -229,4 +230,69 @@ fn records_a_hand_off_released_are_produced_by_the_new_owner_only() {
     produced.sort_unstable();
     assert_eq!(produced, released, "b produced each released record");
     assert_exactly_once(&cluster, 2, 20);
+}
+
+/// Item 4: under eager assignment (`range`) the mock cluster refuses every
+/// commit while its group is joining, the hand-off's final commit
+/// included: it is made again, then reported (`last_hand_off`,
+/// `errors()`), and a `TopicStore`, saved before the group commit, keeps
+/// what the next owners skip: every record is in the sink once. (The
+/// first member commits nothing before the rebalance, so every point is
+/// in that refused final commit alone; without the store, its 200 records
+/// would be redone.)
+#[test]
+fn a_final_commit_refused_by_an_eager_rebalance_is_reported_and_the_store_keeps_it() {
+    let cluster = cluster(4);
+    let brokers = cluster.bootstrap_servers();
+    fill(&cluster, 4, 50);
+    let runtime = runtime();
+    let eager = |committing| Setup {
+        drain_timeout: Duration::from_secs(60),
+        open: true,
+        strategy: "range",
+        committing,
+    };
+    let a = runtime.block_on(async { Member::start_with(&brokers, eager(false)) });
+    wait_for("a did all 200", &[&a], || {
+        a.produced() == 200 && a.tracker.in_flight() == 0
+    });
+    let b = runtime.block_on(async { Member::start_with(&brokers, eager(true)) });
+    wait_for("the rebalance", &[&a, &b], || {
+        a.context.last_hand_off().is_some() && b.assigned() > 0
+    });
+    let handed = a.context.last_hand_off().unwrap();
+    assert_eq!(
+        (handed.partitions.len(), handed.released),
+        (4, 0),
+        "{handed}"
+    );
+    assert_eq!(
+        handed.final_commit,
+        Some(Err(KafkaError::ConsumerCommit(
+            RDKafkaErrorCode::RebalanceInProgress
+        ))),
+        "{handed}"
+    );
+    assert!(handed.commit_attempts >= 2, "made again: {handed}");
+    let errors = a.context.errors();
+    assert!(
+        errors.iter().any(|e| e.starts_with("final commit:")
+            && e.contains("RebalanceInProgress")
+            && e.contains("times within the drain bound")),
+        "{errors:?}"
+    );
+    a.commit(true);
+    fill(&cluster, 4, 50);
+    wait_for("b's first records", &[&a, &b], || b.produced() > 0);
+    wait_for("100 per partition committed", &[&a, &b], || {
+        all_committed(&cluster, 4)
+    });
+    let b_log = runtime.block_on(b.stop());
+    fill(&cluster, 4, 50);
+    wait_for("150 per partition committed", &[&a], || {
+        all_committed(&cluster, 4)
+    });
+    let a_log = runtime.block_on(a.stop());
+    assert!(a_log.dropped.is_empty() && b_log.dropped.is_empty());
+    assert_exactly_once(&cluster, 4, 150);
 }

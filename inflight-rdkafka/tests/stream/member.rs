@@ -9,7 +9,8 @@
 
 use inflight::{ProgressTracker, Tracker};
 use inflight_rdkafka::{
-    commit_progress, finish_hand_off, resolve_delivery, HandOffContext, TopicPartition, TopicStore,
+    commit_progress, continue_hand_off, finish_hand_off, resolve_delivery, HandOffContext,
+    TopicPartition, TopicStore,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
@@ -39,17 +40,53 @@ pub struct Member {
     pub log: Arc<Mutex<Log>>,
     /// How many partitions the member has (at its last tick).
     pub assigned: Arc<Mutex<usize>>,
+    committing: Arc<Mutex<bool>>,
     gate: watch::Sender<bool>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
 type Job = (i32, i64, inflight::Ticket);
+/// What the loop shares with the test: the log, the partitions it has,
+/// whether it commits.
+type Shared = (Arc<Mutex<Log>>, Arc<Mutex<usize>>, Arc<Mutex<bool>>);
+
+/// How a member runs.
+pub struct Setup {
+    pub drain_timeout: Duration,
+    /// Whether its workers go on at once (else at [`Member::open`]).
+    pub open: bool,
+    /// Its `partition.assignment.strategy`.
+    pub strategy: &'static str,
+    /// Whether its loop commits (else only at
+    /// [`Member::commit`](Member::commit)`(true)`; a hand-off still makes
+    /// its final commit).
+    pub committing: bool,
+}
 
 impl Member {
     /// Joins the group (subscribed to `source`, `cooperative-sticky`), its
     /// workers held until [`open`](Self::open) unless `open`.
     pub fn start(brokers: &str, drain_timeout: Duration, open: bool) -> Self {
+        Self::start_with(
+            brokers,
+            Setup {
+                drain_timeout,
+                open,
+                strategy: "cooperative-sticky",
+                committing: true,
+            },
+        )
+    }
+
+    /// Joins the group (subscribed to `source`) as `setup` says.
+    pub fn start_with(brokers: &str, setup: Setup) -> Self {
+        let Setup {
+            drain_timeout,
+            open,
+            strategy,
+            committing,
+        } = setup;
         let tracker: Arc<Pipeline> =
             Arc::new(Tracker::builder().capacity(1_024).progress(4096).build());
         let mut config = ClientConfig::new();
@@ -66,7 +103,7 @@ impl Member {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
-            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("partition.assignment.strategy", strategy)
             .set("session.timeout.ms", "6000")
             .set("heartbeat.interval.ms", "500")
             .create_with_context(context)
@@ -79,6 +116,7 @@ impl Member {
             .unwrap();
         let (gate, gate_rx) = watch::channel(open);
         let (stop, stop_rx) = watch::channel(false);
+        let committing = Arc::new(Mutex::new(committing));
         let log = Arc::new(Mutex::new(Log::default()));
         let assigned = Arc::new(Mutex::new(0));
         let context = consumer.context().clone();
@@ -86,7 +124,7 @@ impl Member {
             consumer,
             producer,
             tracker.clone(),
-            (log.clone(), assigned.clone()),
+            (log.clone(), assigned.clone(), committing.clone()),
             gate_rx,
             stop_rx,
         ));
@@ -95,10 +133,16 @@ impl Member {
             tracker,
             log,
             assigned,
+            committing,
             gate,
             stop,
             task,
         }
+    }
+
+    /// Whether the loop commits from now on.
+    pub fn commit(&self, committing: bool) {
+        *self.committing.lock().unwrap() = committing;
     }
 
     /// Lets the workers go on.
@@ -146,7 +190,7 @@ async fn run(
     consumer: StreamConsumer<Context>,
     producer: FutureProducer,
     tracker: Arc<Pipeline>,
-    (log, assigned): (Arc<Mutex<Log>>, Arc<Mutex<usize>>),
+    (log, assigned, committing): Shared,
     gate: watch::Receiver<bool>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -183,7 +227,11 @@ async fn run(
             }
             _ = tick.tick() => {
                 // Also finishes a deferred hand-off (and runs its post_rebalance).
-                let _ = commit_progress(&consumer, CommitMode::Async);
+                if *committing.lock().unwrap() {
+                    let _ = commit_progress(&consumer, CommitMode::Async);
+                } else {
+                    continue_hand_off(&consumer);
+                }
                 *assigned.lock().unwrap() = consumer.assignment().map_or(0, |a| a.count());
             }
         }
