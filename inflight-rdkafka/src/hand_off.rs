@@ -267,8 +267,9 @@ use std::time::Duration;
 /// **strict coordinator** refuses every commit while its group is joining
 /// (librdkafka's mock cluster does; so would a broker fencing commits
 /// during rebalances): under eager assignment (`range`, `roundrobin`)
-/// every hand-off's final commit is refused, under `cooperative-sticky`
-/// now and then (when its revocation races another join). Then what only
+/// the final commit of every hand-off a rebalance starts (not one of a
+/// member leaving) is refused, under `cooperative-sticky` now and then
+/// (when its revocation races another join). Then what only
 /// that commit carried is redone by the next owner, **unless a
 /// [`store`](Self::store) saved it first**: [`TopicStore`](crate::TopicStore)
 /// is saved before the group commit and read back on assignment, so with

@@ -28,6 +28,10 @@
 //!   metadata or, for brokers that return none, in a compacted topic
 //!   ([`store`]). [`store_watermarks`] serves the
 //!   `store_offsets` + auto-commit pattern instead.
+//! - **Any consumer**: the consumer-side calls and your [`OnRebalance`]
+//!   callbacks take any rdkafka consumer with the context: a
+//!   `BaseConsumer`, or tokio's `StreamConsumer` (`examples/async_pipeline.rs`;
+//!   see [`HandOffContext`] for what it needs).
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
 //!   not own; [`OnRebalance`] takes your rebalance callbacks.

@@ -7,22 +7,46 @@
 //! refuses a commit while the group rebalances, the hand-off's final one
 //! included, and the store keeps what the next owner must skip.
 
+use inflight::mode::Progress;
 use inflight::{ProgressTracker, Tracker};
 use inflight_rdkafka::{
     commit_progress, continue_hand_off, finish_hand_off, resolve_delivery, HandOffContext,
-    TopicPartition, TopicStore,
+    HandedOff, OnRebalance, Resumable, TopicPartition, TopicStore,
 };
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::Message;
+use rdkafka::{ClientContext, Message};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub type Pipeline = ProgressTracker<TopicPartition, i64>;
-pub type Context = HandOffContext;
+pub type Context = HandOffContext<Progress, Recorder>;
+
+/// The member's own context: keeps what each hand-off did, as its
+/// `post_rebalance` sees it.
+#[derive(Default)]
+pub struct Recorder {
+    hand_offs: Mutex<Vec<HandedOff>>,
+}
+
+impl ClientContext for Recorder {}
+impl ConsumerContext for Recorder {}
+
+impl OnRebalance for Recorder {
+    fn post_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
+        &self,
+        consumer: &K,
+        rebalance: &Rebalance<'_>,
+    ) {
+        if let Rebalance::Revoke(_) = rebalance {
+            let done = consumer.context().last_hand_off().expect("set before");
+            self.hand_offs.lock().unwrap().push(done);
+        }
+    }
+}
 
 /// What a member's workers did with the records they were handed.
 #[derive(Default, Debug)]
@@ -93,7 +117,7 @@ impl Member {
         config.set("bootstrap.servers", brokers);
         let store =
             TopicStore::new(&config, "progress-store", "group", Duration::from_secs(10)).unwrap();
-        let context = HandOffContext::new(tracker.clone(), drain_timeout)
+        let context = HandOffContext::wrap(Recorder::default(), tracker.clone(), drain_timeout)
             .store(store)
             .read_timeout(Duration::from_secs(10))
             .defer_hand_off();
@@ -140,6 +164,12 @@ impl Member {
         }
     }
 
+    /// What each hand-off of the member did, as its `post_rebalance` saw
+    /// it, oldest first.
+    pub fn hand_offs(&self) -> Vec<HandedOff> {
+        self.context.inner().hand_offs.lock().unwrap().clone()
+    }
+
     /// Whether the loop commits from now on.
     pub fn commit(&self, committing: bool) {
         *self.committing.lock().unwrap() = committing;
@@ -169,14 +199,16 @@ impl Member {
     pub fn state(&self) -> String {
         format!(
             "assigned {}, produced {}, dropped {}, in flight {}, handing off {}, last hand-off \
-             {:?}, commit failures {}, errors {:?}",
+             {:?}, commit failures {}, unconfirmed {}, read back {:?}, errors {:?}",
             self.assigned(),
             self.produced(),
             self.dropped(),
             self.tracker.in_flight(),
             self.context.is_handing_off(),
-            self.context.last_hand_off(),
+            self.hand_offs(),
             self.context.commit_failures(),
+            self.context.commits().unconfirmed(),
+            self.context.resume(),
             self.context.errors()
         )
     }
