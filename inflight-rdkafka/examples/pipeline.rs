@@ -22,9 +22,11 @@
 //! its queue is full (`SendTracked::send_tracked_timeout`). No released
 //! record is produced: a worker asks `is_current` before it produces, and
 //! a capacity keeps the records in flight few enough to drain within the
-//! hand-off's bound. Runs for `SECONDS` (default 30), then stops cleanly:
-//! stop consuming, let every record deliver, commit, leave the group
-//! (which hands the partitions off).
+//! hand-off's bound. Runs for `SECONDS` (default 30), then stops cleanly,
+//! with the recipe of `HandOffContext`'s docs: stop consuming, finish a
+//! waiting hand-off, let every record deliver, commit, leave the group
+//! (which hands the partitions off). `examples/async_pipeline.rs` is the
+//! same pipeline on tokio.
 
 use inflight::mode::Progress;
 use inflight::{ProgressTracker, SendError, Tracker};
@@ -55,9 +57,9 @@ impl ClientContext for Announce {}
 impl ConsumerContext for Announce {}
 
 impl OnRebalance for Announce {
-    fn pre_rebalance<M: Resumable>(
+    fn pre_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
         &self,
-        _: &BaseConsumer<HandOffContext<M, Self>>,
+        _: &K,
         rebalance: &Rebalance<'_>,
     ) {
         if let Rebalance::Revoke(partitions) = rebalance {
@@ -65,11 +67,18 @@ impl OnRebalance for Announce {
         }
     }
 
-    fn post_rebalance<M: Resumable>(
+    fn post_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
         &self,
-        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        consumer: &K,
         rebalance: &Rebalance<'_>,
     ) {
+        if let Rebalance::Revoke(_) = rebalance {
+            // How many records in flight it released, how its final
+            // commit went.
+            if let Some(done) = consumer.context().last_hand_off() {
+                eprintln!("{done}");
+            }
+        }
         if let Rebalance::Assign(partitions) = rebalance {
             let resume = consumer.context().resume();
             for element in partitions.elements() {
@@ -222,12 +231,14 @@ fn main() {
         }
     }
 
-    // Clean stop: let every record deliver, commit it all, leave the group
-    // (the revocation hands the partitions off).
+    // The clean stop (`HandOffContext`'s recipe, as in
+    // `examples/async_pipeline.rs`).
+    // 1. Stop taking records: the workers end when the queue is empty.
     drop(jobs);
-    // A revocation's hand-off that still waits is finished first (its
-    // records were handed to the workers, who deliver them now).
+    // 2. A deferred hand-off that still waits ends (within its bound; its
+    //    records are with the workers, who deliver them meanwhile).
     finish_hand_off(&consumer);
+    // 3. Every record in flight delivered (or failed).
     for worker in workers {
         worker.join().expect("a worker");
     }
@@ -237,9 +248,12 @@ fn main() {
     if let Err(e) = tracker.drain(Duration::from_secs(30)) {
         eprintln!("not everything delivered: {e} (redone after a restart)");
     }
+    // 4. Commit it all.
     if let Err(e) = commit_progress(&consumer, CommitMode::Sync) {
         eprintln!("final commit: {e} (redone after a restart)");
     }
+    // 5. Leave the group: the revocation hands the partitions off (nothing
+    //    is in flight: at once) in a poll; then drop the consumer.
     consumer.unsubscribe();
     let deadline = Instant::now() + Duration::from_secs(10);
     while consumer.assignment().is_ok_and(|a| a.count() > 0) && Instant::now() < deadline {

@@ -39,7 +39,9 @@
 
 use crate::commits::Commits;
 use crate::consumer::{Resumable, Resume, TopicPartition};
-use crate::drive::{Edge, PollEdge};
+use crate::drive::{Edge, Live, PollEdge};
+use crate::handed_off::HandedOff;
+pub use crate::on_rebalance::OnRebalance;
 use crate::revocation::{HandOff, State};
 use crate::store::{GroupCommitStore, ProgressStore};
 use inflight::mode::{self, Mode};
@@ -57,40 +59,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-/// Your rebalance callbacks, for a context that [`HandOffContext`] wraps.
-///
-/// rdkafka passes `ConsumerContext::pre_rebalance` and `post_rebalance` a
-/// `BaseConsumer<Self>`, and the consumer is a
-/// `BaseConsumer<HandOffContext<M, Self>>`: those two cannot be called on
-/// your context as they are. Implement this trait instead (its methods
-/// default to doing nothing, so `impl OnRebalance for MyContext {}` is
-/// enough when there are none); the consumer they get is the real one, and
-/// `consumer.context().inner()` is your context.
-pub trait OnRebalance: ConsumerContext {
-    /// Runs before the rebalance is applied. On a revocation it runs
-    /// **before** the hand-off: the revoked partitions are still tracked.
-    #[allow(unused_variables)]
-    fn pre_rebalance<M: Resumable>(
-        &self,
-        consumer: &BaseConsumer<HandOffContext<M, Self>>,
-        rebalance: &Rebalance<'_>,
-    ) {
-    }
-
-    /// Runs after the rebalance is applied. On an assignment it runs
-    /// **after** the committed progress was read back:
-    /// [`HandOffContext::is_done`] already answers for the new partitions.
-    #[allow(unused_variables)]
-    fn post_rebalance<M: Resumable>(
-        &self,
-        consumer: &BaseConsumer<HandOffContext<M, Self>>,
-        rebalance: &Rebalance<'_>,
-    ) {
-    }
-}
-
-impl OnRebalance for DefaultConsumerContext {}
 
 /// A consumer context that keeps commits until they are confirmed, reads
 /// progress back on assignment and runs the clean hand-off on revocation.
@@ -229,6 +197,111 @@ impl OnRebalance for DefaultConsumerContext {}
 /// Your `main_queue_min_poll_interval` still decides the poll's interval;
 /// the context also looks at a hand-off in progress there, as rdkafka
 /// calls it at the start of each `poll`.
+///
+/// # Any consumer: `BaseConsumer` or tokio's `StreamConsumer`
+///
+/// [`commit_progress`], [`continue_hand_off`], [`finish_hand_off`],
+/// [`read_committed`](Self::read_committed) and your [`OnRebalance`]
+/// callbacks take any rdkafka consumer with this context
+/// (`impl Consumer<HandOffContext<M, C>>`): a `BaseConsumer`, or a
+/// `StreamConsumer` (rdkafka's `tokio` feature) whose `recv()` and
+/// `stream()` poll it, and run rdkafka's callbacks, this context's
+/// included. With a `StreamConsumer`:
+///
+/// - **Defer the hand-off** ([`defer_hand_off`](Self::defer_hand_off)):
+///   by default it waits in rdkafka's rebalance callback, which runs
+///   inside `recv()`, and would hold the task's thread for up to the
+///   drain bound.
+/// - **Call [`commit_progress`] on a timer** (`tokio::select!` on
+///   `recv()` and an interval): a deferred hand-off finishes in a call
+///   or a poll, and a `recv()` waits while the paused partitions bring
+///   no record.
+/// - The calls that wait ([`finish_hand_off`], a [`CommitMode::Sync`]
+///   commit, a [`store`](Self::store) that saves synchronously, as
+///   [`TopicStore`](crate::TopicStore)) block their thread: on a
+///   multi-threaded runtime, run them in `tokio::task::block_in_place`.
+///
+/// `examples/async_pipeline.rs` is the whole pipeline on tokio
+/// (`StreamConsumer`, workers as tasks, `FutureProducer`).
+///
+/// # Sizing the capacity
+///
+/// The hand-off waits at most `drain_timeout` for the revoked
+/// partitions' records in flight; what is left then is **released**
+/// (the next owner redoes it), and a worker that still holds a released
+/// record must not produce it. So:
+///
+/// - give the tracker a capacity ([`Builder::capacity`](inflight::Builder::capacity))
+///   the sink takes in well within `drain_timeout`: records per second
+///   at the sink times the bound, halved. Without one, every record
+///   consumed and not yet delivered is in flight: a trial of
+///   `examples/pipeline.rs` before it had one reached the bound with
+///   9,999 records in flight, and 39,954 of its 40,000 records came out
+///   twice;
+/// - a worker asks [`Tracker::is_current`] (or `is_current_raw`) last
+///   before it produces a record, and fails the ticket of one that is no
+///   longer current (its partition was handed off: the next owner
+///   produces it).
+///
+/// A hand-off that released records says how many: in
+/// [`errors`](Self::errors) (`drain of [..]: N records ... released`)
+/// and in [`last_hand_off`](Self::last_hand_off) (a [`HandedOff`], which
+/// your `post_rebalance` of the revocation reads), with how its final
+/// commit went.
+///
+/// # A refused final commit, and 0 duplicates on a strict coordinator
+///
+/// A final commit the group refuses for a reason that may pass is made
+/// again while the partitions are still owned (not lost, the consumer not
+/// closed), within the drain bound: a coordinator that moves, loads or
+/// timed out until the bound; `RebalanceInProgress` a few times only (3
+/// in all), as it passes only once the group's rebalance ends, which
+/// waits for this member to let the partitions go. What came of it is in
+/// [`last_hand_off`](Self::last_hand_off) (`final_commit`,
+/// `commit_attempts`); a commit that still failed also goes to
+/// [`errors`](Self::errors) (with how many times it was made) and to your
+/// `commit_callback`.
+///
+/// Kafka accepts a commit of the current generation while the group
+/// prepares a rebalance, so the final commit goes through there. A
+/// **strict coordinator** refuses every commit while its group is joining
+/// (librdkafka's mock cluster does; so would a broker fencing commits
+/// during rebalances): under eager assignment (`range`, `roundrobin`)
+/// the final commit of every hand-off a rebalance starts (not one of a
+/// member leaving) is refused, under `cooperative-sticky` now and then
+/// (when its revocation races another join). Then what only
+/// that commit carried is redone by the next owner, **unless a
+/// [`store`](Self::store) saved it first**: [`TopicStore`](crate::TopicStore)
+/// is saved before the group commit and read back on assignment, so with
+/// it a clean rebalance gives 0 duplicates on a strict coordinator, with
+/// any strategy; with the default [`GroupCommitStore`], commit regularly
+/// ([`commit_progress`] every 100 ms or so) so that little is left to the
+/// final commit, and prefer `cooperative-sticky`.
+///
+/// # Stopping cleanly
+///
+/// The recipe `examples/pipeline.rs` and `examples/async_pipeline.rs`
+/// follow, so that what was consumed is delivered and committed, and the
+/// partitions are handed off with nothing in flight:
+///
+/// 1. stop taking records (leave the poll loop; close the workers'
+///    queue, so that they end once it is empty);
+/// 2. [`finish_hand_off`]`(&consumer)`: a deferred hand-off that still
+///    waits ends, within its bound (the workers deliver its records
+///    meanwhile);
+/// 3. wait for the workers, `producer.flush(..)`, then
+///    [`tracker.drain(..)`](Tracker::drain): every record in flight is
+///    delivered (or failed);
+/// 4. [`commit_progress`]`(&consumer, CommitMode::Sync)`: it is all
+///    committed;
+/// 5. `consumer.unsubscribe()`, and poll (`poll`, or `recv()` under a
+///    timeout) until the assignment is empty: the revocation hands the
+///    partitions off, at once as nothing is in flight; then drop the
+///    consumer.
+///
+/// A drop without the recipe (a panic, an early return) loses nothing
+/// either (see **Dropping the consumer** above): what was not committed
+/// is redone by the next owner.
 pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> {
     tracker: Arc<Tracker<TopicPartition, i64, M>>,
     inner: C,
@@ -248,6 +321,8 @@ pub struct HandOffContext<M: Mode = mode::Progress, C = DefaultConsumerContext> 
     /// Revocations let go where no consumer was at hand (the poll hook):
     /// your `post_rebalance` runs at the next call that has one.
     owed: Mutex<Vec<TopicPartitionList>>,
+    /// What the last hand-off did.
+    last_hand_off: Mutex<Option<HandedOff>>,
 }
 
 impl<M: Resumable> HandOffContext<M> {
@@ -279,6 +354,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             cooperative: AtomicBool::new(false),
             hand_off: Mutex::new(HandOff::new(drain_timeout, false)),
             owed: Mutex::new(Vec::new()),
+            last_hand_off: Mutex::new(None),
         }
     }
 
@@ -403,6 +479,27 @@ impl<M: Resumable, C> HandOffContext<M, C> {
             .clone()
     }
 
+    /// What the last revocation's hand-off did (none yet: `None`): how
+    /// many records in flight it released, how its final commit went. Set
+    /// before your `post_rebalance` of the revocation runs.
+    pub fn last_hand_off(&self) -> Option<HandedOff> {
+        self.last_hand_off
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn handed_off(&self, done: HandedOff) {
+        *self
+            .last_hand_off
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(done);
+    }
+
+    pub(crate) fn drain_timeout(&self) -> Duration {
+        self.drain_timeout
+    }
+
     /// The errors met in callbacks, oldest first, taken.
     pub fn errors(&self) -> Vec<String> {
         std::mem::take(&mut *self.errors.lock().unwrap_or_else(PoisonError::into_inner))
@@ -419,7 +516,7 @@ impl<M: Resumable, C> HandOffContext<M, C> {
 impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
     /// Runs your `post_rebalance` for the revocations let go where no
     /// consumer was at hand.
-    fn pay_owed(&self, consumer: &BaseConsumer<Self>) {
+    fn pay_owed<K: Consumer<Self>>(&self, consumer: &K) {
         let owed = std::mem::take(&mut *self.owed.lock().unwrap_or_else(PoisonError::into_inner));
         for list in owed {
             OnRebalance::post_rebalance(&self.inner, consumer, &Rebalance::Revoke(&list));
@@ -428,18 +525,18 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
 
     /// Finishes the hand-off in progress if its records are resolved or its
     /// bound passed; returns whether one still waits.
-    fn continue_hand_off(&self, consumer: &BaseConsumer<Self>) -> bool {
+    fn continue_hand_off<K: Consumer<Self>>(&self, consumer: &K) -> bool {
         self.pay_owed(consumer);
-        self.look(consumer, false, false);
+        self.look(&Live(consumer), false, false);
         self.is_handing_off()
     }
 
     /// Finishes the hand-off in progress, if any, waiting for what is left
     /// of its bound.
-    fn finish_hand_off(&self, consumer: &BaseConsumer<Self>) {
+    fn finish_hand_off<K: Consumer<Self>>(&self, consumer: &K) {
         self.pay_owed(consumer);
         let actions = self.lock_hand_off().finish();
-        self.drive(consumer, actions);
+        self.drive(&Live(consumer), actions);
     }
 
     /// rdkafka assigned `assigned`: applies it, reads their progress back,
@@ -484,7 +581,7 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
     /// `assign` yourself, which no rebalance reports. A failed read is kept
     /// in [`errors`](Self::errors), and the partitions then resume from
     /// rdkafka's committed offset with nothing known done beyond it.
-    pub fn read_committed(&self, consumer: &BaseConsumer<Self>, assigned: &TopicPartitionList) {
+    pub fn read_committed<K: Consumer<Self>>(&self, consumer: &K, assigned: &TopicPartitionList) {
         if assigned.count() == 0 {
             return;
         }
@@ -523,7 +620,7 @@ impl<M: Resumable, C: OnRebalance> HandOffContext<M, C> {
 /// `commit_callback`); call this again regularly (each poll loop, or every
 /// 100 ms) so that what failed is sent again.
 pub fn commit_progress<M: Resumable, C: OnRebalance>(
-    consumer: &BaseConsumer<HandOffContext<M, C>>,
+    consumer: &impl Consumer<HandOffContext<M, C>>,
     mode: CommitMode,
 ) -> KafkaResult<usize> {
     continue_hand_off(consumer);
@@ -540,7 +637,7 @@ pub fn commit_progress<M: Resumable, C: OnRebalance>(
 /// this first: it is for a loop that wants your `post_rebalance` of a
 /// hand-off finished in a poll to run now, or to know whether one waits.
 pub fn continue_hand_off<M: Resumable, C: OnRebalance>(
-    consumer: &BaseConsumer<HandOffContext<M, C>>,
+    consumer: &impl Consumer<HandOffContext<M, C>>,
 ) -> bool {
     consumer.context().continue_hand_off(consumer)
 }
@@ -553,14 +650,14 @@ pub fn continue_hand_off<M: Resumable, C: OnRebalance>(
 /// group still answers: a drop finishes it too, but librdkafka's close may
 /// end the group first (see [`HandOffContext`]).
 pub fn finish_hand_off<M: Resumable, C: OnRebalance>(
-    consumer: &BaseConsumer<HandOffContext<M, C>>,
+    consumer: &impl Consumer<HandOffContext<M, C>>,
 ) {
     consumer.context().finish_hand_off(consumer);
 }
 
 /// [`commit_progress`] without the hand-off.
 fn commit_changes<M: Resumable, C: OnRebalance>(
-    consumer: &BaseConsumer<HandOffContext<M, C>>,
+    consumer: &impl Consumer<HandOffContext<M, C>>,
     mode: CommitMode,
 ) -> KafkaResult<usize> {
     let context = consumer.context();
@@ -608,7 +705,7 @@ impl<M: Resumable, C: OnRebalance> ConsumerContext for HandOffContext<M, C> {
                 OnRebalance::pre_rebalance(&self.inner, consumer, &Rebalance::Revoke(list));
                 // The hand-off keeps the consumer's handle for the poll
                 // hook while it is in progress.
-                self.on_revoke(consumer, list);
+                self.on_revoke(&Live(consumer), list);
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 self.pay_owed(consumer);

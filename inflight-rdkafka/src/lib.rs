@@ -28,6 +28,10 @@
 //!   metadata or, for brokers that return none, in a compacted topic
 //!   ([`store`]). [`store_watermarks`] serves the
 //!   `store_offsets` + auto-commit pattern instead.
+//! - **Any consumer**: the consumer-side calls and your [`OnRebalance`]
+//!   callbacks take any rdkafka consumer with the context: a
+//!   `BaseConsumer`, or tokio's `StreamConsumer` (`examples/async_pipeline.rs`;
+//!   see [`HandOffContext`] for what it needs).
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
 //!   not own; [`OnRebalance`] takes your rebalance callbacks.
@@ -115,6 +119,8 @@ pub mod commits;
 pub mod consumer;
 mod drive;
 pub mod hand_off;
+mod handed_off;
+mod on_rebalance;
 pub mod produce;
 pub mod producer;
 mod revocation;
@@ -125,6 +131,7 @@ pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, Topi
 pub use hand_off::{
     commit_progress, continue_hand_off, finish_hand_off, HandOffContext, OnRebalance,
 };
+pub use handed_off::HandedOff;
 pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};

@@ -78,6 +78,9 @@ pub(crate) enum State {
         partitions: Vec<TopicPartition>,
         paused: bool,
         closed: bool,
+        /// The revocation's drain bound: a refused final commit is made
+        /// again until then (see [`HandOff::commit_deadline`]).
+        deadline: Instant,
     },
     /// One driver lets the partitions go.
     LettingGo { partitions: Vec<TopicPartition> },
@@ -213,6 +216,15 @@ impl HandOff {
         &self.state
     }
 
+    /// While a hand-over is to be made: until when a refused final commit
+    /// is made again (the revocation's drain bound).
+    pub(crate) fn commit_deadline(&self) -> Option<Instant> {
+        match &self.state {
+            State::HandingOver { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
+    }
+
     /// Whether it defers the drain out of rdkafka's callback.
     pub(crate) fn defers(&self) -> bool {
         self.defer
@@ -302,6 +314,7 @@ impl HandOff {
                 partitions: partitions.clone(),
                 paused: was_paused,
                 closed: false,
+                deadline: now, // no commit
             };
             actions.push(Action::HandOver {
                 partitions,
@@ -403,19 +416,15 @@ impl HandOff {
             }
             return actions;
         }
-        let (partitions, paused) = (partitions.clone(), *paused);
+        let (partitions, paused, deadline) = (partitions.clone(), *paused, *deadline);
         let mut actions = Vec::new();
         if look.closed {
             actions.push(Action::Report(format!(
                 "final commit: the consumer closed first; {partitions:?} released without it"
             )));
-        } else if !look.drained {
-            actions.push(Action::Report(format!(
-                "drain of {partitions:?}: the records sent before the revocation were not all \
-                 resolved within the drain timeout ({:?}): released",
-                self.drain_timeout
-            )));
         }
+        // Records the bound left in flight: the driver reports how many
+        // the hand-over released (it alone can count them).
         actions.push(Action::HandOver {
             partitions: partitions.clone(),
             commit: !look.closed,
@@ -424,6 +433,7 @@ impl HandOff {
             partitions,
             paused,
             closed: look.closed,
+            deadline,
         };
         actions
     }
@@ -435,6 +445,7 @@ impl HandOff {
             partitions,
             paused,
             closed,
+            ..
         } = &self.state
         else {
             return Vec::new();

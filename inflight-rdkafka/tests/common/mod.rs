@@ -55,18 +55,18 @@ pub fn kind(rebalance: &Rebalance<'_>) -> &'static str {
 }
 
 impl OnRebalance for Recording {
-    fn pre_rebalance<M: Resumable>(
+    fn pre_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
         &self,
-        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        consumer: &K,
         rebalance: &Rebalance<'_>,
     ) {
         let in_flight = consumer.context().tracker().in_flight();
         self.push(format!("pre {} in_flight={in_flight}", kind(rebalance)));
     }
 
-    fn post_rebalance<M: Resumable>(
+    fn post_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
         &self,
-        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        consumer: &K,
         rebalance: &Rebalance<'_>,
     ) {
         let context = consumer.context();

@@ -25,7 +25,7 @@ use super::events::{Events, WorkerEvent};
 use super::ledger::{self, Decision, Entry, Kind, Writer};
 use super::worker::WorkerConfig;
 use inflight_rdkafka::{HandOffContext, OnRebalance, Resumable, TopicPartition};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -253,9 +253,9 @@ impl Claims {
 
     /// Assigns `partitions` again, each from [`REFETCH_WINDOW`] before the
     /// offset the context read back, and owns them.
-    fn start<M: Resumable>(
+    fn start<M: Resumable, K: Consumer<HandOffContext<M, Claims>>>(
         &self,
-        consumer: &BaseConsumer<HandOffContext<M, Claims>>,
+        consumer: &K,
         partitions: &[i32],
     ) {
         let resume = consumer.context().resume();
@@ -290,9 +290,9 @@ impl ClientContext for Claims {}
 impl ConsumerContext for Claims {}
 
 impl OnRebalance for Claims {
-    fn pre_rebalance<M: Resumable>(
+    fn pre_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
         &self,
-        _: &BaseConsumer<HandOffContext<M, Self>>,
+        _: &K,
         rebalance: &Rebalance<'_>,
     ) {
         match rebalance {
@@ -302,9 +302,9 @@ impl OnRebalance for Claims {
         }
     }
 
-    fn post_rebalance<M: Resumable>(
+    fn post_rebalance<M: Resumable, K: Consumer<HandOffContext<M, Self>>>(
         &self,
-        consumer: &BaseConsumer<HandOffContext<M, Self>>,
+        consumer: &K,
         rebalance: &Rebalance<'_>,
     ) {
         self.report_context_errors(consumer.context());
