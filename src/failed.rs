@@ -34,8 +34,8 @@
 //! with a Release `fetch_sub`; a writer's claim expects no readers, so it
 //! never overwrites an offset being cloned. No call waits: a CAS that
 //! fails means another call made progress, and a busy entry is skipped.
-//! Under loom nothing is named (see `hold_to_name`): the log adds no state
-//! to the models of `fail`.
+//! Under loom the log has two entries (`loom-tests/tests/failed_models.rs`
+//! models it).
 
 use crate::mode::Mode;
 use crate::partition::FAILED_IN;
@@ -49,7 +49,11 @@ use std::mem::MaybeUninit;
 /// How many failed records a tracker names at once, at most: the entries
 /// of its log. Failures beyond them name only their partition (see
 /// [`Tracker::failed_records`]).
+#[cfg(not(loom))]
 pub const NAMED_FAILURES: usize = 64;
+/// Two under loom, so that a model reaches an entry's reuse.
+#[cfg(loom)]
+pub const NAMED_FAILURES: usize = 2;
 
 /// How many entries name records of one life of one partition, at most.
 pub const PER_LIFE: usize = 8;
@@ -226,7 +230,9 @@ impl<O> Log<O> {
                 } else if free.is_none()
                     && (status == EMPTY
                         || (status == READY
-                            && state < READER
+                            // Mutant `reuse_while_read` (loom suite only):
+                            // an entry a report is reading is reused.
+                            && (cfg!(inflight_mutant = "reuse_while_read") || state < READER)
                             && (!quiet || state & HAS_OFFSET == 0)
                             && ended(theirs)))
                 {
@@ -402,7 +408,7 @@ impl<O> Naming<'_, O> {
     /// (`id`), so that its offset can be named after its failure. At most
     /// [`NAMED_FAILURES`] per call.
     pub(crate) fn hold(&mut self, raw: u64, id: u8) {
-        if cfg!(loom) || self.held.len() >= NAMED_FAILURES {
+        if self.held.len() >= NAMED_FAILURES {
             return;
         }
         let ticket = RawTicket::decode(raw);
@@ -617,9 +623,6 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
     /// no user code: the caller is unwinding).
     #[cold]
     pub(crate) fn name_unwound(&self, partition: u32, life: u32) {
-        if cfg!(loom) {
-            return;
-        }
         let none = self.failures.name(
             (partition, life),
             FailedBy::SendUnwound,

@@ -265,6 +265,65 @@ fn naming_a_failure_keeps_no_slot() {
     });
 }
 
+/// Failures, reports and revokes on several threads: every record a
+/// report names was given to `fail` (never an acked one, never an offset
+/// of another partition), no report names more than the bounds allow, and
+/// once the threads are joined the report is exact.
+#[test]
+fn reports_beside_failures_and_revokes_name_only_failed_records() {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+    let rounds: u64 = if cfg!(miri) { 20 } else { 2_000 };
+    let tracker = Arc::new(Tracker::builder().watermarks().build());
+    // (partition, offset) handed to `fail`, before the call.
+    let failing: Arc<Mutex<HashSet<(u32, u64)>>> = Arc::default();
+    std::thread::scope(|s| {
+        for partition in 0..2_u32 {
+            let (tracker, failing) = (&tracker, &failing);
+            s.spawn(move || {
+                for offset in 0..rounds {
+                    let ticket = tracker.send(partition, offset).unwrap();
+                    if offset % 3 == 0 {
+                        failing.lock().unwrap().insert((partition, offset));
+                        let _ = tracker.fail(ticket);
+                    } else {
+                        let _ = tracker.ack(ticket);
+                    }
+                }
+            });
+        }
+        let (tracker, failing) = (&tracker, &failing);
+        s.spawn(move || {
+            for round in 0..rounds {
+                let report = tracker.failed_records(usize::MAX);
+                assert!(report.len() <= NAMED_FAILURES + 2, "{}", report.len());
+                for failed in &report {
+                    if let Some(offset) = failed.offset {
+                        assert_eq!(failed.failed_by, FailedBy::Fail);
+                        let named = (failed.partition, offset);
+                        assert!(failing.lock().unwrap().contains(&named), "{named:?}");
+                    }
+                }
+                if round % 16 == 0 {
+                    let _ = tracker.revoke(&((round / 16 % 2) as u32));
+                }
+            }
+        });
+    });
+    // Joined: each partition's current life has its first failures named.
+    let report = tracker.failed_records(usize::MAX);
+    for partition in 0..2_u32 {
+        let named: Vec<u64> = report
+            .iter()
+            .filter(|f| f.partition == partition)
+            .filter_map(|f| f.offset)
+            .collect();
+        assert!(named.len() <= PER_LIFE);
+        assert!(named.iter().all(|&o| o % 3 == 0));
+    }
+    assert_eq!(tracker.in_flight(), 0);
+}
+
 mod panics {
     use super::panicky::*;
     use inflight::{FailedBy, FlushError, ProgressTracker, Tracker};
