@@ -2,7 +2,8 @@
 //! small log of failed records' offsets behind it.
 //!
 //! A failed record's slot is not kept: on a barrier tracker it is freed at
-//! its failure, on a watermark tracker once the watermark passes it. So the
+//! its failure, on a watermark tracker once the watermark passes it (a
+//! progress tracker keeps it for its walk, but only up to a bound). So the
 //! cold failure calls (`fail`, `fail_raw`, `fail_all`) name the record as
 //! they fail it, in a [`Log`] of at most [`NAMED_FAILURES`] entries
 //! allocated at the tracker's first named failure: before its resolution
@@ -20,10 +21,10 @@
 //! # An entry's state word
 //!
 //! ```text
-//!  63                      8  7   4   3      2   1  0
-//! +------------------------+-----+-----------+------+
-//! |        readers         |cause|HAS_OFFSET |status|
-//! +------------------------+-----+-----------+------+
+//!  63                     8 7     4    3         2       1  0
+//! +-----------------------+-------+------+------------+--------+
+//! |        readers        | cause |unused| HAS_OFFSET | status |
+//! +-----------------------+-------+------+------------+--------+
 //! ```
 //!
 //! `status` is `EMPTY`, `WRITING` (one writer owns the entry) or `READY`.
@@ -460,17 +461,18 @@ where
     /// later would be too late, and nothing is added to `send` or `ack`.
     /// Up to [`NAMED_FAILURES`] records are named at once, at most
     /// [`PER_LIFE`] per partition (in its current life), and the first
-    /// 64 of one `fail_all`. A partition whose failure is not named (one
+    /// [`NAMED_FAILURES`] of one `fail_all`. A partition whose failure is not named (one
     /// beyond those bounds, a record failed as another report read it, or
     /// one failed by the crate itself, [`FailedBy::SendUnwound`]) is still
     /// listed once, with no offset, if its failure stops it (as
     /// [`Stats::stopped`](crate::Stats::stopped) names it): every partition
     /// to recover is in the list, once `n` allows.
     ///
-    /// A record is named once its failure call returns: a flush woken by
-    /// the failure may look before that, and find its partition only
-    /// (`offset: None`) on a barrier tracker. Records revoked, rather than
-    /// failed, are not listed: their life has ended.
+    /// A record is named once its failure call returns: a report made
+    /// meanwhile (by a flush's waiter the failure woke, say) may find its
+    /// partition only (`offset: None`, [`FailedBy::Unknown`]), or nothing
+    /// yet. Records revoked, rather than failed, are not listed: their
+    /// life has ended.
     ///
     /// Not for the hot path: it reads every entry of the log and every
     /// partition's failure word (work in proportion to the partitions),
