@@ -279,10 +279,12 @@ pub enum FlushError {
     /// succeed, so nobody waits for them.
     ///
     /// Every later flush fails too, until the failed record's partition is
-    /// revoked. [`Stats::stopped`](crate::Stats::stopped) names the
-    /// partitions: [`revoke`](crate::Tracker::revoke) each, rewind the
-    /// source to its committed offset, and send from there (the failed
-    /// record is redone; the other partitions' flushes commit again).
+    /// revoked. [`Tracker::failed_records`](crate::Tracker::failed_records)
+    /// names the failed records (partition, offset, what failed them), and
+    /// [`Stats::stopped`](crate::Stats::stopped) the partitions:
+    /// [`revoke`](crate::Tracker::revoke) each, rewind the source to its
+    /// committed offset, and send from there (the failed record is redone;
+    /// the other partitions' flushes commit again).
     ///
     /// ```
     /// use std::time::Duration;
@@ -295,7 +297,9 @@ pub enum FlushError {
     /// let mut flush = tracker.begin_flush().unwrap();
     /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 1 }));
     /// drop(flush);
-    /// // Which partition? Revoke it, and redo it from its committed offset.
+    /// // Which record? Revoke its partition, redo it from its committed offset.
+    /// let failed = &tracker.failed_records(10)[0];
+    /// assert_eq!((failed.partition, failed.offset), ("b", Some(7)));
     /// assert_eq!(tracker.stats().stopped, vec!["b"]);
     /// let _ = tracker.revoke("b");
     /// let mut flush = tracker.begin_flush().unwrap();
@@ -322,7 +326,8 @@ impl fmt::Display for FlushError {
                 write!(
                     f,
                     "{failed} covered records failed; no offsets can be committed \
-                     (Stats::stopped names their partitions: revoke them)"
+                     (Tracker::failed_records names them, Stats::stopped their \
+                     partitions: revoke those)"
                 )
             }
             FlushError::NotReady => {

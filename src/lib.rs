@@ -37,7 +37,7 @@
 //! | Consumer group with rebalances and progress metadata | [`Builder::progress`] (a [`ProgressTracker`]), [`progress`](Tracker::progress): commit [`Progress::next`] as it is, with [`Progress::encode`] as metadata; on revocation [`drain_partition`](Tracker::drain_partition) then [`revoke`](Tracker::revoke); on assignment [`Progress::decode`] and [`Progress::is_done`] | `inflight-rdkafka`'s `pipeline` |
 //! | Async, on any executor | [`Flush::wait_async`], [`drain_async`](Tracker::drain_async), [`drain_partition_async`](Tracker::drain_partition_async), [`send_async`](Tracker::send_async), [`begin_flush_owned`](Tracker::begin_flush_owned) | `async_producer` |
 //! | Back-pressure | [`Tracker::with_capacity`] or [`Builder::capacity`]; [`SendError::Full`] hands the record back ([`into_inner`](SendError::into_inner)); [`send_timeout`](Tracker::send_timeout), [`send_async`](Tracker::send_async); [`send_batch`](Tracker::send_batch), [`ack_all`](Tracker::ack_all) | `tests/usability.rs` |
-//! | Metrics and stuck records | [`stats`](Tracker::stats) (takes nothing), [`in_flight`](Tracker::in_flight), [`oldest_unresolved`](Tracker::oldest_unresolved), [`committable_with_stats`](Tracker::committable_with_stats) | `tests/usability.rs` |
+//! | Metrics and stuck records | [`stats`](Tracker::stats) (takes nothing), [`in_flight`](Tracker::in_flight), [`oldest_unresolved`](Tracker::oldest_unresolved), [`failed_records`](Tracker::failed_records), [`committable_with_stats`](Tracker::committable_with_stats) | `tests/usability.rs`, `tests/failed_records.rs` |
 //! | Integer offsets (Kafka's `i64`), at full speed | [`Builder::inline_offsets`] (mode [`Inline`](mode::Inline), for an [`InlineOffset`]), then any of the above: offsets kept in the partition cells, two locked steps fewer per record | `compare` |
 //!
 //! The examples run with `cargo run --release --example NAME` from the
@@ -239,6 +239,7 @@
 // user meets them: the API docs list the calls in this order, one group
 // per module (make, send, resolve, commit at a barrier, by watermark, by
 // progress, partitions' lives, observe, shut down).
+mod failed;
 mod progress;
 mod resolve;
 mod revoke;
@@ -271,6 +272,7 @@ pub use error::{
     BeginFlushError, DrainError, FlushError, Limit, Refused, ResolveBatchError, ResolveError,
     SendBatchError, SendError,
 };
+pub use failed::{FailedBy, FailedRecord, NAMED_FAILURES, PER_LIFE};
 pub use flush::{Flush, OwnedFlush};
 pub use inline::InlineOffset;
 pub use progress::{DecodeError, Progress, SeqOffset, NO_POSITION};

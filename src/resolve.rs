@@ -53,6 +53,9 @@ where
     /// Marks the ticket's record as failed for good. Every barrier flush that
     /// covers it then returns [`FlushError::Failed`](crate::FlushError::Failed):
     /// offsets never move past a record that was not delivered.
+    /// [`failed_records`](Self::failed_records) then names it: its offset is
+    /// cloned here, after the failure is recorded (if that `Clone` panics,
+    /// the record is failed all the same, and goes unnamed).
     ///
     /// ```
     /// use std::time::Duration;
@@ -64,8 +67,7 @@ where
     /// assert_eq!(flush.wait(Duration::ZERO), Err(FlushError::Failed { failed: 1 }));
     /// ```
     pub fn fail(&self, ticket: Ticket) -> Result<(), ResolveError> {
-        self.resolve(ticket.into_raw(), Outcome::Fail)
-            .map_err(typed)
+        self.fail_named(ticket.into_raw()).map_err(typed)
     }
 
     /// [`ack`](Self::ack) for a ticket turned into an integer by
@@ -95,7 +97,18 @@ where
     /// assert!(tracker.ack_raw(raw).is_err());
     /// ```
     pub fn fail_raw(&self, raw: u64) -> Result<(), ResolveError> {
-        self.resolve(raw, Outcome::Fail)
+        self.fail_named(raw)
+    }
+
+    /// Fails `raw`'s record and names it for
+    /// [`failed_records`](Self::failed_records): held before, named after
+    /// (see `failed`).
+    fn fail_named(&self, raw: u64) -> Result<(), ResolveError> {
+        let mut naming = self.naming();
+        naming.hold(raw, self.id);
+        let result = self.resolve(raw, Outcome::Fail);
+        self.name_failed(naming); // user code, last
+        result
     }
 
     /// Acks every ticket of `tickets`, as [`ack`](Self::ack) each, and
@@ -157,7 +170,15 @@ where
     where
         I: IntoIterator<Item = Ticket>,
     {
-        self.resolve_all(tickets.into_iter().map(Ticket::into_raw), Outcome::Fail)
+        let mut naming = self.naming();
+        let raws = tickets.into_iter().map(|ticket| {
+            let raw = ticket.into_raw();
+            naming.hold(raw, self.id);
+            raw
+        });
+        let result = self.resolve_all(raws, Outcome::Fail);
+        self.name_failed(naming); // user code, last
+        result
     }
 
     fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {
@@ -303,6 +324,7 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
     /// caller that is unwinding: no waker's panic escapes.
     pub(crate) fn fail_quietly(&self, index: usize, tag: u32) {
         if let Ok(resolved) = self.slots.resolve(index, tag, Outcome::Fail) {
+            self.name_unwound(resolved.partition, resolved.life);
             let (drained, room) = self.advance_watermark(resolved.partition);
             self.wake_quietly(drained || resolved.watched, room);
         }

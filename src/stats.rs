@@ -83,7 +83,8 @@ pub struct Stats<P> {
     /// on a barrier tracker, whose failure makes every flush return
     /// [`FlushError::Failed`](crate::FlushError::Failed). The way on is to
     /// [`revoke`](Tracker::revoke) each and start it again from its
-    /// committed offset (its failed record is then redone).
+    /// committed offset (its failed record is then redone);
+    /// [`failed_records`](Tracker::failed_records) names the records.
     pub stopped: Vec<P>,
     /// Senders waiting for room on a bounded tracker:
     /// [`send_timeout`](Tracker::send_timeout) and

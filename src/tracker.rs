@@ -98,6 +98,8 @@ pub struct Tracker<P, O, M: Mode = Barrier> {
     pub(crate) watermarks: Watermarks,
     /// Set by `Builder::progress`; read only when `M::PROGRESS`.
     pub(crate) progress: ProgressConfig<O>,
+    /// The failed records named for `failed_records` (see `failed`).
+    pub(crate) failures: crate::failed::Log<O>,
     pub(crate) _mode: PhantomData<fn() -> M>,
 }
 
@@ -223,6 +225,7 @@ where
             room: Waiter::new(),
             watermarks: Watermarks::new(M::PROGRESS, progress.max_metadata_bytes),
             progress,
+            failures: crate::failed::Log::new(),
             _mode: PhantomData,
         }
     }
