@@ -1,7 +1,10 @@
 //! A shorter run of the clean-bounce system test (`examples/bounce`): worker
 //! processes (this test binary, re-run as a child) are bounced cleanly and
 //! hard, then the sink is checked: no sequence number missing, no duplicate
-//! caused by a clean bounce.
+//! caused by a clean bounce. Its workers keep their offsets in
+//! `store::FileStore` (the `serde` feature; the README's test command turns
+//! every feature on).
+#![cfg(feature = "serde")]
 
 #[path = "../examples/bounce/harness.rs"]
 mod harness;

@@ -31,6 +31,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use inflight::store::{FileStore, OffsetStore};
+
 /// How many source partitions a worker reads.
 pub const PARTITIONS: u32 = 4;
 /// Records an I/O thread writes (and fsyncs) at once.
@@ -297,35 +299,25 @@ impl Files {
     }
 
     pub fn offsets(&self) -> PathBuf {
-        self.dir.join("offsets")
+        self.dir.join("offsets.json")
     }
 
-    /// The committed offsets, or none before the first commit.
+    /// The crate's offset store in this directory, locked for this
+    /// process while it lives: a save is durable (and atomic) when it
+    /// returns.
+    pub fn open_store(&self) -> io::Result<FileStore<u32, u64>> {
+        FileStore::open(self.offsets()).map_err(io::Error::other)
+    }
+
+    /// The committed offsets, or none before the first commit (no worker
+    /// may hold the store meanwhile).
     pub fn read_offsets(&self) -> io::Result<BTreeMap<u32, u64>> {
-        let text = match fs::read_to_string(self.offsets()) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-            Err(e) => return Err(e),
-        };
-        text.lines()
-            .map(|line| parse_pair(line).ok_or_else(|| bad_data(format!("offsets line {line:?}"))))
-            .collect()
-    }
-
-    /// Replaces the offset store atomically: temp file, fsync, rename, fsync
-    /// of the directory.
-    pub fn write_offsets(&self, offsets: &BTreeMap<u32, u64>) -> io::Result<()> {
-        let temp = self.dir.join("offsets.tmp");
-        let mut file = File::create(&temp)?;
-        for (p, o) in offsets {
-            writeln!(file, "{p} {o}")?;
-        }
-        file.sync_all()?;
-        fs::rename(&temp, self.offsets())?;
-        File::open(&self.dir)?.sync_all()
+        let offsets = self.open_store()?.load().map_err(io::Error::other)?;
+        Ok(offsets.into_iter().collect())
     }
 }
 
+/// A sink line: `partition sequence`.
 fn parse_pair(line: &str) -> Option<(u32, u64)> {
     let (p, o) = line.split_once(' ')?;
     Some((p.parse().ok()?, o.parse().ok()?))
@@ -343,7 +335,11 @@ fn bad_data(message: String) -> io::Error {
 /// Returns an error for any I/O failure; the process then exits non-zero.
 pub fn worker(dir: &Path, design: Design) -> io::Result<()> {
     let files = Files { dir: dir.into() };
-    let committed = files.read_offsets()?;
+    // Held by this worker until it exits (a second worker is refused).
+    let mut offset_store = files.open_store()?;
+    let committed: BTreeMap<u32, u64> = (offset_store.load().map_err(io::Error::other)?)
+        .into_iter()
+        .collect();
     let tracker: Arc<dyn Bookkeeping> = match design {
         Design::Inflight => Arc::new(inflight::Tracker::<u32, u64>::new()),
         Design::Kafka2015Unfixed => Arc::new(Kafka2015Unfixed::new()),
@@ -444,16 +440,11 @@ pub fn worker(dir: &Path, design: Design) -> io::Result<()> {
     let (final_tx, final_rx) = mpsc::channel::<()>();
     let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
     let committer = {
-        let (tracker, files, failure) =
-            (tracker.clone(), Files { dir: dir.into() }, failure.clone());
-        let mut stored = files.read_offsets()?;
+        let (tracker, failure) = (tracker.clone(), failure.clone());
         thread::spawn(move || {
+            // A save merges the flush's partitions into what is stored.
             let mut store = |offsets: &HashMap<u32, u64>| -> io::Result<()> {
-                let mut next = stored.clone();
-                next.extend(offsets.iter().map(|(&p, &o)| (p, o)));
-                files.write_offsets(&next)?;
-                stored = next;
-                Ok(())
+                offset_store.save(offsets).map_err(io::Error::other)
             };
             loop {
                 match final_rx.recv_timeout(COMMIT_EVERY) {
