@@ -181,6 +181,9 @@ where
         result
     }
 
+    /// Resolves the record of `raw`: inlined into `ack` and `ack_raw`, the
+    /// pair's hot path (issue 41).
+    #[inline(always)]
     fn resolve(&self, raw: u64, outcome: Outcome) -> Result<(), ResolveError> {
         let ticket = RawTicket::decode(raw);
         if ticket.tracker != self.id {
