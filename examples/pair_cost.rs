@@ -16,7 +16,11 @@
 //! on those trackers); `bounded`, the barrier tracker with a capacity of 64
 //! (each send takes a permit, each ack gives it back); `inline`,
 //! `inline_batches` and `inline_watermarks`, the barrier and watermark
-//! trackers with offsets inline (`Builder::inline_offsets`). Instructions per
+//! trackers with offsets inline (`Builder::inline_offsets`); `kafka_2015`,
+//! not the crate: the mutex port of Kafka Connect's 2015 bookkeeping that
+//! `compare` measures (`benches/contenders`), through the same driver, so
+//! that `.ci/cost` prints the figure the barrier tracker is held against
+//! at one thread (issue 41). Instructions per
 //! pair, under callgrind: run one kind for 500 and for 1,500 batches and
 //! divide the difference by 64,000 (`.ci/cost` does that for every kind,
 //! with the locked operations, and holds them to `benches/budget.toml`):
@@ -28,6 +32,10 @@
 
 mod common;
 
+#[path = "../benches/contenders/mod.rs"]
+mod contenders;
+
+use contenders::{Contender, FlushCycle, Kafka2015};
 use inflight::mode::{Inline, Mode, Watermarks};
 use inflight::{ProgressTracker, Tracker, WatermarkTracker};
 use std::time::{Duration, Instant};
@@ -46,10 +54,12 @@ enum Kind {
     Inline,
     /// The watermark tracker with its offsets inline.
     InlineWatermarks,
+    /// Kafka Connect's 2015 bookkeeping under a mutex (not the crate).
+    Kafka2015,
 }
 
 /// Each kind's name, tracker, and whether it sends and acks in batches.
-const KINDS: [(&str, Kind, bool); 10] = [
+const KINDS: [(&str, Kind, bool); 11] = [
     ("barrier", Kind::Barrier, false),
     ("batches", Kind::Barrier, true),
     ("bounded", Kind::Bounded, false),
@@ -60,6 +70,7 @@ const KINDS: [(&str, Kind, bool); 10] = [
     ("inline", Kind::Inline, false),
     ("inline_batches", Kind::Inline, true),
     ("inline_watermarks", Kind::InlineWatermarks, false),
+    ("kafka_2015", Kind::Kafka2015, false),
 ];
 
 /// Nanoseconds per pair in one run of `batches` batches.
@@ -89,7 +100,30 @@ fn run(kind: Kind, batched: bool, batches: u64) -> f64 {
                 Tracker::builder().inline_offsets().watermarks().build();
             pairs(tracker, batched, batches, |t| drop(t.committable()))
         }
+        Kind::Kafka2015 => port_pairs(&Kafka2015::new(), batches),
     }
+}
+
+/// [`pairs`] for a contender of `compare` (one record at a time).
+fn port_pairs<C: Contender>(port: &C, batches: u64) -> f64 {
+    let mut tokens = Vec::with_capacity(BATCH as usize);
+    let mut offset = 0_u64;
+    let start = Instant::now();
+    for batch in 0..batches {
+        for _ in 0..BATCH {
+            tokens.push(port.send(0, offset));
+            offset += 1;
+        }
+        for token in tokens.drain(..) {
+            port.ack(token);
+        }
+        if batch % 100 == 99 {
+            let mut flush = port.begin_flush();
+            flush.wait(Duration::ZERO).expect("all acked");
+            flush.commit();
+        }
+    }
+    start.elapsed().as_nanos() as f64 / (batches * BATCH) as f64
 }
 
 /// A barrier flush, committed.
