@@ -120,6 +120,7 @@ pub mod consumer;
 mod drive;
 pub mod hand_off;
 mod handed_off;
+mod offset_topic;
 mod on_rebalance;
 pub mod produce;
 pub mod producer;
@@ -132,6 +133,7 @@ pub use hand_off::{
     commit_progress, continue_hand_off, finish_hand_off, HandOffContext, OnRebalance,
 };
 pub use handed_off::HandedOff;
+pub use offset_topic::{KafkaOffsetStore, KafkaOffsetStoreBuilder, OffsetTopicError};
 pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};
