@@ -274,6 +274,13 @@ impl<P, O> KafkaOffsetStore<P, O> {
         &self.task
     }
 
+    /// How long each later save, remove and load may take (the builder's
+    /// [`timeout`](KafkaOffsetStoreBuilder::timeout) until then): a task's
+    /// last commit before it stops may wait longer than the regular ones.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     fn kafka(&self, doing: &str, error: KafkaError) -> StoreError {
         other(OffsetTopicError::Kafka {
             topic: self.topic.clone(),
