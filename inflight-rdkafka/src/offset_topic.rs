@@ -9,7 +9,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -21,7 +21,7 @@ use std::hash::Hash;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -87,7 +87,10 @@ pub struct KafkaOffsetStore<P, O> {
     topic: String,
     task: String,
     timeout: Duration,
-    producer: BaseProducer<Deliveries>,
+    /// Its own thread serves the delivery callbacks, which wake the save
+    /// that waits for them. (Not `flush`: rust-rdkafka 0.39's polls for
+    /// 100 ms at a time, and a save would take at least that.)
+    producer: ThreadedProducer<Deliveries>,
     /// Numbers the saves: a delivery report counts for its own save only.
     saves: usize,
     _types: PhantomData<fn() -> (P, O)>,
@@ -322,26 +325,18 @@ impl<P, O> KafkaOffsetStore<P, O> {
                 }
             }
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        // `flush` serves the delivery callbacks.
-        if let Err(e) = self.producer.flush(left) {
-            return Err(self.kafka("waiting for the save's deliveries", e));
-        }
-        let (delivered, failed) = self.producer.context().end();
-        if let Some((key, error)) = failed {
-            return Err(other(OffsetTopicError::NotDelivered {
+        match self.producer.context().wait(records.len(), deadline) {
+            Delivered::All => Ok(()),
+            Delivered::Failed(key, error) => Err(other(OffsetTopicError::NotDelivered {
                 topic: self.topic.clone(),
                 key: String::from_utf8_lossy(&key).into_owned(),
                 error,
-            }));
-        }
-        if delivered != records.len() {
-            return Err(self.kafka(
+            })),
+            Delivered::TimedOut => Err(self.kafka(
                 "waiting for the save's deliveries",
-                KafkaError::MessageProduction(RDKafkaErrorCode::Fail),
-            ));
+                KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut),
+            )),
         }
-        Ok(())
     }
 }
 
@@ -516,6 +511,16 @@ fn other(error: OffsetTopicError) -> StoreError {
 #[derive(Default)]
 struct Deliveries {
     current: Mutex<Save>,
+    /// Notified at each delivery report of the current save.
+    reported: Condvar,
+}
+
+/// How a save's deliveries ended.
+enum Delivered {
+    All,
+    /// The first record that failed: its key, and why.
+    Failed(Vec<u8>, KafkaError),
+    TimedOut,
 }
 
 #[derive(Default)]
@@ -535,10 +540,27 @@ impl Deliveries {
         };
     }
 
-    /// Records delivered, and the first failure.
-    fn end(&self) -> (usize, Option<(Vec<u8>, KafkaError)>) {
+    /// Waits until the current save's `sent` records are delivered, one
+    /// failed, or `deadline` passes.
+    fn wait(&self, sent: usize, deadline: Instant) -> Delivered {
         let mut save = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        (save.delivered, save.failed.take())
+        loop {
+            if let Some((key, error)) = save.failed.take() {
+                return Delivered::Failed(key, error);
+            }
+            if save.delivered >= sent {
+                return Delivered::All;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Delivered::TimedOut;
+            }
+            save = self
+                .reported
+                .wait_timeout(save, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 }
 
@@ -562,6 +584,8 @@ impl ProducerContext for Deliveries {
                 }
             }
         }
+        drop(save);
+        self.reported.notify_all();
     }
 }
 

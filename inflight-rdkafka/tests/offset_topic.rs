@@ -217,6 +217,40 @@ fn a_save_whose_record_is_not_delivered_fails_naming_the_key() {
 }
 
 #[test]
+fn a_save_the_broker_does_not_answer_times_out_and_the_next_one_wins() {
+    let cluster = cluster();
+    let mut store: KafkaOffsetStore<String, u64> = store(&cluster, "t");
+    store.save(&HashMap::from([("p".to_string(), 1)])).unwrap();
+    cluster.broker_down(1).unwrap();
+    // Nothing can be delivered while the broker is down: the save fails
+    // at its deadline, whatever the deadline.
+    store.set_timeout(Duration::from_millis(300));
+    let err = store
+        .save(&HashMap::from([("p".to_string(), 2)]))
+        .unwrap_err();
+    let StoreError::Other(other) = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        matches!(
+            other.downcast_ref::<OffsetTopicError>(),
+            Some(OffsetTopicError::Kafka { .. })
+        ),
+        "{other}"
+    );
+    assert!(
+        err.to_string()
+            .contains("waiting for the save's deliveries"),
+        "{err}"
+    );
+    cluster.broker_up(1).unwrap();
+    store.set_timeout(Duration::from_secs(30));
+    // The failed save's record may land late, but before this one.
+    store.save(&HashMap::from([("p".to_string(), 3)])).unwrap();
+    assert_eq!(store.load().unwrap()["p"], 3);
+}
+
+#[test]
 fn flush_to_saves_each_commit_into_the_topic() {
     let cluster = cluster();
     let mut store: KafkaOffsetStore<String, u64> = store(&cluster, "t");
