@@ -151,6 +151,28 @@ impl<P, O> KafkaOffsetStoreBuilder<P, O> {
     /// configuration, or a broker that answers neither (librdkafka's mock
     /// cluster): the topic must then exist, created with
     /// `cleanup.policy=compact`.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use inflight::store::OffsetStore;
+    /// use inflight_rdkafka::KafkaOffsetStore;
+    /// use rdkafka::config::ClientConfig;
+    /// use rdkafka::mocking::MockCluster;
+    ///
+    /// let cluster = MockCluster::new(1)?;
+    /// cluster.create_topic("source-offsets", 1, 1)?;
+    /// let mut config = ClientConfig::new();
+    /// config.set("bootstrap.servers", cluster.bootstrap_servers());
+    /// let mut store: KafkaOffsetStore<String, u64> =
+    ///     KafkaOffsetStore::builder(&config, "source-offsets", "orders-source")
+    ///         .check_topic(false) // the mock answers no CreateTopics / DescribeConfigs
+    ///         .open()?;
+    /// store.save(&HashMap::from([("orders.csv".to_string(), 41), ("users.csv".to_string(), 7)]))?;
+    /// store.save(&HashMap::from([("orders.csv".to_string(), 42)]))?; // a merge
+    /// let stored = store.load()?;
+    /// assert_eq!((stored["orders.csv"], stored["users.csv"]), (42, 7));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn check_topic(mut self, check: bool) -> Self {
         self.check_topic = check;
         self
