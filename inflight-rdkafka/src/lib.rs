@@ -32,6 +32,10 @@
 //!   callbacks take any rdkafka consumer with the context: a
 //!   `BaseConsumer`, or tokio's `StreamConsumer` (`examples/async_pipeline.rs`;
 //!   see [`HandOffContext`] for what it needs).
+//! - **Source offsets in a topic** ([`KafkaOffsetStore`]): a source
+//!   task's offsets, of any serde type, in a compacted topic as Kafka
+//!   Connect keeps them (`connect-offsets`), an
+//!   [`inflight::store::OffsetStore`] for [`inflight::Tracker::flush_to`].
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
 //!   not own; [`OnRebalance`] takes your rebalance callbacks.

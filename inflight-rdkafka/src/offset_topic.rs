@@ -36,16 +36,17 @@ use std::time::{Duration, Instant};
 ///   layout: `["orders-source",{"file":"orders.csv"}]`), the value the
 ///   JSON of the offset; a removed partition gets a tombstone (a record
 ///   with no value), which compaction clears. All go to partition 0.
-/// - **Durable on return.** The producer is idempotent with `acks=all`;
-///   [`save`](OffsetStore::save) and [`remove`](OffsetStore::remove) wait
-///   for every record's delivery and fail, naming the key, if one failed
-///   or did not come within the store's timeout. Each partition's offset
-///   is a record of its own: a save that fails may have stored some of
-///   its partitions and not others, each at an offset the tracker
-///   committed or a newer one it produced, so each a safe place to resume
-///   (the next flush covers the others again). Records of a failed save
-///   that are delivered later land before those of the next save (the
-///   idempotent producer keeps their order).
+/// - **Durable on return.** The producer is idempotent with `acks=all`
+///   (as durable as the topic's replicas and `min.insync.replicas` make
+///   it); [`save`](OffsetStore::save) and [`remove`](OffsetStore::remove)
+///   wait for every record's delivery and fail, naming the key, if one
+///   failed or did not come within the store's timeout. Each partition's
+///   offset is a record of its own: a save that fails may have stored
+///   some of its partitions and not others, each at its offset before the
+///   save or the one the save carried, either a safe place to resume (the
+///   next flush covers them again). Records of a failed save that are
+///   delivered later land before those of the next save (the idempotent
+///   producer keeps their order).
 /// - **Load reads to the end.** [`load`](OffsetStore::load) reads the
 ///   topic from its start to the end it had when the load began (on every
 ///   broker, tansu included, which never reports the end while others
@@ -59,8 +60,8 @@ use std::time::{Duration, Instant};
 ///   ([`OffsetTopicError::NotCompacted`]): a deleting topic would drop the
 ///   offsets of partitions that stay quiet longer than its retention.
 /// - **One writer per task.** Nothing fences a second process running the
-///   same task (Connect fences with its group protocol): run each task
-///   once.
+///   same task (unlike [`FileStore`](inflight::store::FileStore)'s lock):
+///   run each task once.
 ///
 /// ```no_run
 /// use std::collections::HashMap;
