@@ -32,6 +32,10 @@
 //!   callbacks take any rdkafka consumer with the context: a
 //!   `BaseConsumer`, or tokio's `StreamConsumer` (`examples/async_pipeline.rs`;
 //!   see [`HandOffContext`] for what it needs).
+//! - **Source offsets in a topic** ([`KafkaOffsetStore`]): a source
+//!   task's offsets, of any serde type, in a compacted topic as Kafka
+//!   Connect keeps them (`connect-offsets`), an
+//!   [`inflight::store::OffsetStore`] for [`inflight::Tracker::flush_to`].
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
 //!   not own; [`OnRebalance`] takes your rebalance callbacks.
@@ -120,6 +124,7 @@ pub mod consumer;
 mod drive;
 pub mod hand_off;
 mod handed_off;
+mod offset_topic;
 mod on_rebalance;
 pub mod produce;
 pub mod producer;
@@ -132,6 +137,7 @@ pub use hand_off::{
     commit_progress, continue_hand_off, finish_hand_off, HandOffContext, OnRebalance,
 };
 pub use handed_off::HandedOff;
+pub use offset_topic::{KafkaOffsetStore, KafkaOffsetStoreBuilder, OffsetTopicError};
 pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};

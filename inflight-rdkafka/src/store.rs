@@ -42,6 +42,7 @@ use inflight::Progress;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::message::BorrowedMessage;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::{ClientContext, Message};
@@ -208,52 +209,23 @@ impl ProgressStore for TopicStore {
                 (self.key(&partition), partition)
             })
             .collect();
-        let reader: BaseConsumer = self
-            .config
-            .clone()
-            // librdkafka (and some brokers) want a group to assign; nothing
-            // is committed to it.
-            .set("group.id", format!("{}-store-reader", self.group))
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "true")
-            .create()?;
-        let mut list = TopicPartitionList::new();
-        list.add_partition_offset(&self.topic, 0, Offset::Beginning)?;
-        reader.assign(&list)?;
-        let deadline = crate::revocation::deadline_after(Instant::now(), timeout);
         let mut kept: HashMap<TopicPartition, Progress> = HashMap::new();
-        // Where the read ends: the high watermark of the first fetch that
-        // brought records, which was answered after this load began, so
-        // every save made before is below it. Not `PartitionEOF` alone:
-        // while others save, tansu 0.6.0 never answers a fetch at the end,
-        // and the read would not end.
-        let mut end: Option<i64> = None;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(KafkaError::MessageConsumption(
-                    RDKafkaErrorCode::OperationTimedOut,
-                ));
-            }
-            match reader.poll(left) {
-                None => {}
-                Some(Err(KafkaError::PartitionEOF(_))) => break,
-                Some(Err(e)) => return Err(e),
-                Some(Ok(message)) => {
-                    let end = *end.get_or_insert_with(|| high_watermark(&reader, &self.topic));
-                    let key = message.key().and_then(|k| std::str::from_utf8(k).ok());
-                    let value = message.payload().and_then(|v| std::str::from_utf8(v).ok());
-                    if let Some(partition) = key.and_then(|k| wanted.get(k)) {
-                        if let Some(progress) = value.and_then(parse) {
-                            kept.insert(partition.clone(), progress);
-                        }
-                    }
-                    if message.offset() + 1 >= end {
-                        break;
+        let reader_group = format!("{}-store-reader", self.group);
+        read_to_end(
+            &self.config,
+            &reader_group,
+            &self.topic,
+            timeout,
+            |message| {
+                let key = message.key().and_then(|k| std::str::from_utf8(k).ok());
+                let value = message.payload().and_then(|v| std::str::from_utf8(v).ok());
+                if let Some(partition) = key.and_then(|k| wanted.get(k)) {
+                    if let Some(progress) = value.and_then(parse) {
+                        kept.insert(partition.clone(), progress);
                     }
                 }
-            }
-        }
+            },
+        )?;
         for (partition, progress) in kept {
             let further = points
                 .get(&partition)
@@ -263,6 +235,57 @@ impl ProgressStore for TopicStore {
             }
         }
         Ok(points)
+    }
+}
+
+/// Reads partition 0 of `topic` from its beginning to the end it had when
+/// the read began, passing each record to `each` in offset order; waits
+/// at most `timeout`. `group` is the reader's `group.id` (librdkafka and
+/// some brokers want one to assign; nothing is committed to it).
+///
+/// Where the read ends: the high watermark of the first fetch that brought
+/// records, which was answered after the read began, so every record
+/// written before is below it; or `PartitionEOF` (an empty topic). Not
+/// `PartitionEOF` alone: while others write, tansu 0.6.0 never answers a
+/// fetch at the end, and the read would not end. Not `fetch_watermarks`:
+/// tansu answers ListOffsets(latest) short of the end.
+pub(crate) fn read_to_end(
+    config: &ClientConfig,
+    group: &str,
+    topic: &str,
+    timeout: Duration,
+    mut each: impl FnMut(&BorrowedMessage<'_>),
+) -> KafkaResult<()> {
+    let reader: BaseConsumer = config
+        .clone()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()?;
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(topic, 0, Offset::Beginning)?;
+    reader.assign(&list)?;
+    let deadline = crate::revocation::deadline_after(Instant::now(), timeout);
+    let mut end: Option<i64> = None;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(KafkaError::MessageConsumption(
+                RDKafkaErrorCode::OperationTimedOut,
+            ));
+        }
+        match reader.poll(left) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(_))) => return Ok(()),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(message)) => {
+                let end = *end.get_or_insert_with(|| high_watermark(&reader, topic));
+                each(&message);
+                if message.offset() + 1 >= end {
+                    return Ok(());
+                }
+            }
+        }
     }
 }
 

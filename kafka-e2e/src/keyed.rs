@@ -1,7 +1,7 @@
 //! Keyed records to partition 0 of a one-partition topic, each write
-//! awaited until the broker has every record of it: what the offsets store
-//! (`offsets.rs`) and the consumer group's ledger (`group/ledger.rs`) write
-//! with, the last value per key winning when they are read back.
+//! awaited until the broker has every record of it: what the consumer
+//! group's ledger (`group/ledger.rs`) writes with, the last value per key
+//! winning when it is read back.
 
 use crate::kafka::client_config;
 use crate::Error;
@@ -37,7 +37,7 @@ impl ProducerContext<NoCustomPartitioner> for WriteContext {
 /// Writes keyed records to one topic, a write at a time.
 pub struct KeyedWriter {
     topic: String,
-    /// What the records are, for errors ("offsets", "ledger").
+    /// What the records are, for errors ("ledger").
     what: &'static str,
     producer: BaseProducer<WriteContext>,
     delivered: mpsc::Receiver<(usize, Result<(), String>)>,

@@ -7,9 +7,10 @@
 //! callback acks it (delivered) or fails it (failed for good). A committer
 //! flushes the tracker every few milliseconds and stores the committed
 //! offsets the way Kafka Connect does, as keyed records in an offsets topic
-//! ([`offsets`]); only when that write is delivered does it commit the
-//! flush. On start a worker reads the offsets topic back and resumes after
-//! it.
+//! ([`offsets`]: `inflight_rdkafka::KafkaOffsetStore`, through
+//! `Tracker::flush_to`); only when that write is delivered does it commit
+//! the flush. On start a worker reads the offsets topic back and resumes
+//! after it.
 //!
 //! [`bounce`] bounces worker processes (clean stops and SIGKILLs) and then
 //! reads the data topic back to check that nothing is missing and that no

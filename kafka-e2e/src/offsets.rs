@@ -1,81 +1,43 @@
-//! Source offsets stored the way Kafka Connect stores them: as keyed
-//! records in an offsets topic, the last value per key winning.
-//!
-//! Connect keys a record by `[connector, source partition]` and writes the
-//! source offset as its value, both in JSON; here the key is
-//! `<name>/<source partition>` and the value the last committed sequence
-//! number, in decimal. [`OffsetStore::write`] returns only once every record
-//! of the write is delivered (acknowledged by the broker), so that the
-//! committer commits its flush only after the offsets are durable there.
+//! Source offsets stored the way Kafka Connect stores them, as keyed
+//! records in a compacted offsets topic: `inflight_rdkafka`'s
+//! [`KafkaOffsetStore`], keyed by `[worker, source partition]` (JSON), the
+//! last committed sequence number as the value. Its save returns only once
+//! every record of it is delivered, so that `Tracker::flush_to` commits a
+//! flush only after its offsets are durable there.
 
-use crate::kafka;
-use crate::keyed::KeyedWriter;
 use crate::Error;
-use std::collections::{BTreeMap, HashMap};
+use inflight::store::OffsetStore;
+use inflight_rdkafka::KafkaOffsetStore;
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use crate::kafka::client_config;
 
 /// Offsets per source partition.
 pub type Offsets = BTreeMap<u32, u64>;
 
-/// Writes and reads one worker's offsets.
-pub struct OffsetStore {
-    brokers: String,
-    topic: String,
-    name: String,
-    writer: KeyedWriter,
+/// One worker's offsets: source partition → last committed sequence number.
+pub type Store = KafkaOffsetStore<u32, u64>;
+
+/// Opens the store of `name`'s offsets in `topic` (created compacted if it
+/// is missing), each request, save and load waiting at most `timeout`.
+pub fn open(brokers: &str, topic: &str, name: &str, timeout: Duration) -> Result<Store, Error> {
+    KafkaOffsetStore::builder(&client_config(brokers), topic, name)
+        .timeout(timeout)
+        .open()
+        .map_err(|e| Error::kafka("opening the offsets store", e))
 }
 
-impl OffsetStore {
-    /// A store for the offsets of `name` in `topic` (one partition).
-    pub fn new(brokers: &str, topic: &str, name: &str) -> Result<OffsetStore, Error> {
-        Ok(OffsetStore {
-            brokers: brokers.into(),
-            topic: topic.into(),
-            name: name.into(),
-            writer: KeyedWriter::new(brokers, topic, "offsets")?,
-        })
-    }
-
-    /// Writes one record per partition and waits until the broker has them
-    /// all, or fails.
-    pub fn write(&mut self, offsets: &HashMap<u32, u64>, timeout: Duration) -> Result<(), Error> {
-        let records: Vec<(String, String)> = offsets
-            .iter()
-            .map(|(&partition, &seq)| (format!("{}/{partition}", self.name), seq.to_string()))
-            .collect();
-        self.writer.write(&records, timeout)
-    }
-
-    /// Reads this worker's committed offsets back (last value per key).
-    pub fn read(&self, deadline: Duration) -> Result<Offsets, Error> {
-        read(&self.brokers, &self.topic, &self.name, deadline)
-    }
-}
-
-/// Reads the committed offsets of `name` from `topic`: the last value per
-/// key, the way Connect's `KafkaOffsetBackingStore` rebuilds its map.
+/// Reads the committed offsets of `name` from `topic` back: the last value
+/// per key, the way Connect's `KafkaOffsetBackingStore` rebuilds its map.
 pub fn read(brokers: &str, topic: &str, name: &str, deadline: Duration) -> Result<Offsets, Error> {
-    let prefix = format!("{name}/");
-    let mut offsets = Offsets::new();
-    for record in kafka::read_topic(brokers, topic, 1, deadline)? {
-        let key = record.key.as_deref().map(String::from_utf8_lossy);
-        let Some(partition) = key.as_deref().and_then(|k| k.strip_prefix(&prefix)) else {
-            continue; // another worker's key
-        };
-        let parsed = partition.parse::<u32>().ok().zip(
-            record
-                .payload
-                .as_deref()
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .and_then(|v| v.parse::<u64>().ok()),
-        );
-        let Some((partition, seq)) = parsed else {
-            return Err(Error::Other(format!(
-                "offsets topic {topic}: unreadable record at offset {}",
-                record.offset
-            )));
-        };
-        offsets.insert(partition, seq);
-    }
-    Ok(offsets)
+    load(&mut open(brokers, topic, name, deadline)?)
+}
+
+/// What `store` holds.
+pub fn load(store: &mut Store) -> Result<Offsets, Error> {
+    let offsets = store
+        .load()
+        .map_err(|e| Error::kafka("reading the offsets back", e))?;
+    Ok(offsets.into_iter().collect())
 }

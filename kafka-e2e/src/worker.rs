@@ -10,16 +10,17 @@
 //! - the producer's *polling thread* runs `Deliveries::delivery`, which
 //!   acks the ticket when the broker has the record and fails it when its
 //!   delivery failed for good;
-//! - the *committer*, every `commit_every`: `begin_flush`, `wait`, write the
-//!   offsets to the offsets topic and wait for that write's delivery, then
-//!   `commit` — and on any error drop the flush, which aborts it.
+//! - the *committer*, every `commit_every`: `Tracker::flush_to` the
+//!   offsets store (`begin_flush`, `wait`, save the offsets in the offsets
+//!   topic and wait for their delivery, then `commit` — and on any error
+//!   abort the flush).
 //!
 //! A clean stop ([`Worker::stop`]) stops the source, closes the tracker,
 //! lets the producer deliver what it holds, and runs a final commit that
 //! covers every record sent.
 
 use crate::kafka::{self, client_config};
-use crate::offsets::{OffsetStore, Offsets};
+use crate::offsets::{self, Offsets};
 use crate::Error;
 use inflight::{FlushError, SendError, Tracker};
 use rdkafka::error::KafkaError;
@@ -107,14 +108,12 @@ impl Config {
         }
     }
 
-    /// Creates the data and offsets topics if they do not exist.
+    /// Creates the data topic if it does not exist. (The offsets store
+    /// creates the offsets topic, compacted.)
     pub fn create_topics(&self) -> Result<(), Error> {
         kafka::create_topics(
             &self.brokers,
-            &[
-                (&self.data_topic, self.partitions as i32, &[]),
-                (&self.offsets_topic, 1, &[("cleanup.policy", "compact")]),
-            ],
+            &[(&self.data_topic, self.partitions as i32, &[])],
         )
     }
 }
@@ -261,8 +260,13 @@ impl Worker {
     pub fn start(config: Config) -> Result<(Worker, mpsc::Receiver<Event>), Error> {
         kafka::check_reachable(&config.brokers, kafka::CONNECT_TIMEOUT)?;
         config.create_topics()?;
-        let mut store = OffsetStore::new(&config.brokers, &config.offsets_topic, &config.name)?;
-        let committed = store.read(Duration::from_secs(30))?;
+        let mut store = offsets::open(
+            &config.brokers,
+            &config.offsets_topic,
+            &config.name,
+            Duration::from_secs(30),
+        )?;
+        let committed = offsets::load(&mut store)?;
 
         let (events, events_rx) = mpsc::channel();
         let _ = events.send(Event::Started(committed.clone()));
@@ -384,26 +388,23 @@ impl Worker {
     }
 }
 
-/// One commit: flush, store the offsets, commit. `Ok(None)` when no record
-/// was covered. Any error aborts the flush (by dropping it).
+/// One commit: flush, store the offsets, commit (`Tracker::flush_to`).
+/// `Ok(None)` when no record was covered. Any error aborts the flush.
 fn commit(
     tracker: &Tracker<u32, u64>,
-    store: &mut OffsetStore,
+    store: &mut offsets::Store,
     timeout: Duration,
 ) -> Result<Option<Offsets>, CommitError> {
-    let mut flush = tracker
-        .begin_flush()
-        .map_err(|e| CommitError::Tracker(e.to_string()))?;
-    let offsets = flush.wait(timeout)?;
-    if !offsets.is_empty() {
-        // Written first, committed after: a crash in between re-sends
-        // records (at least once), never skips one.
-        store
-            .write(&offsets, timeout)
-            .map_err(|e| CommitError::Store(e.to_string()))?;
+    // The save may take as long as the wait (the final commit's is longer).
+    store.set_timeout(timeout);
+    // Saved first, committed after: a crash in between re-sends records
+    // (at least once), never skips one.
+    match tracker.flush_to(store, timeout) {
+        Ok(offsets) => Ok((!offsets.is_empty()).then(|| offsets.into_iter().collect())),
+        Err(inflight::store::CommitError::Flush(e)) => Err(e.into()),
+        Err(inflight::store::CommitError::Store(e)) => Err(CommitError::Store(e.to_string())),
+        Err(e) => Err(CommitError::Tracker(e.to_string())),
     }
-    flush.commit()?;
-    Ok((!offsets.is_empty()).then(|| offsets.into_iter().collect()))
 }
 
 /// The verifiable source and its producer side.
