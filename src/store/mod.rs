@@ -54,8 +54,12 @@ use std::time::Duration;
 /// - [`save`](Self::save) merges: the partitions given take their new
 ///   offsets, every other partition keeps its own. It returns `Ok` only
 ///   once the merged offsets are durable (a later [`load`](Self::load),
-///   in this process or after a crash, returns them). On `Err` the store
-///   holds either what it held before or the merged offsets, never a mix.
+///   in this process or after a crash, returns them). On `Err` each
+///   partition holds either its old offset or its new one, never a mix of
+///   the two (a `FileStore` holds all old or all new; a store that writes
+///   a record per partition, as the Kafka topic store does, may hold some
+///   partitions at their old offsets and others at their new ones): each is
+///   a safe place to resume.
 /// - [`remove`](Self::remove) forgets partitions (a source partition that
 ///   ended), durably, as `save` does.
 /// - [`load`](Self::load) returns what was stored; nothing (an empty map)
@@ -306,9 +310,9 @@ where
     /// saved: the partitions that moved since the last commit.
     ///
     /// On any error nothing is committed and the flush is aborted (its
-    /// records are covered by the next one); a store that failed holds
-    /// what it held before or the new offsets, never a mix (see
-    /// [`OffsetStore`]), and either is a safe place to restart from.
+    /// records are covered by the next one); a store that failed holds,
+    /// for each partition, its old offset or its new one (see
+    /// [`OffsetStore`]), either a safe place to restart from.
     ///
     /// ```
     /// use std::time::Duration;
