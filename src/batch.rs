@@ -25,7 +25,7 @@ use crate::send::inline_bits;
 use crate::slab::{Outcome, Slot, HELD, QUEUE_HOLDS};
 use crate::sync::{fence, thread_index, Ordering};
 use crate::ticket::{RawTicket, Ticket};
-use crate::watermark::Watermarks;
+use crate::watermark::{Run, Watermarks};
 use crate::{Limit, Refused, ResolveBatchError, ResolveError, SendBatchError, SendError, Tracker};
 use std::hash::Hash;
 use std::mem::MaybeUninit;
@@ -251,17 +251,22 @@ where
             // find it linked. A partition that owes an offset takes the
             // chunk only if its first record is the owed one (see "Owed
             // offsets" in `watermark::order`).
-            let records = (chunk.get(0).0, last, n as u64);
+            let run = Run {
+                first: chunk.get(0).0,
+                last,
+                n: n as u64,
+                tag: chunk.get(n - 1).1,
+            };
             let linked = match watermarks.look(number) {
                 (queue, Some(tail)) => {
-                    watermarks.link(&self.slots, queue, records, tail);
+                    watermarks.link(&self.slots, queue, run, tail);
                     Ok(())
                 }
                 (queue, None) => {
                     // SAFETY: the slot is ours until it is published.
                     let first = unsafe { chunk.get(0).2.value() };
                     let key = (self.progress.key_of)(first); // user code: `chunk` backs out
-                    watermarks.link_owing(&self.slots, queue, records, key, life)
+                    watermarks.link_owing(&self.slots, queue, run, key, life)
                 }
             };
             if linked.is_err() {

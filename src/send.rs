@@ -17,7 +17,7 @@ use crate::slab::{Slot, HELD, QUEUE_HOLDS};
 use crate::sync::epoch;
 use crate::sync::{light_barrier, thread_index, Ordering};
 use crate::ticket::Ticket;
-use crate::watermark::{Queue, Refusal};
+use crate::watermark::{Queue, Refusal, Run};
 use crate::{Limit, SendError, Tracker};
 use std::future::Future;
 use std::hash::Hash;
@@ -202,7 +202,7 @@ where
         self.slots.set_generation(slot, entered);
         if let (Some(watermarks), Some((queue, tail))) = (self.marks(), look) {
             // Before publishing: the record's resolution must find it linked.
-            watermarks.link(&self.slots, queue, (index, index, 1), tail);
+            watermarks.link(&self.slots, queue, Run::one(index, tag), tail);
         }
         let record = (tag, life, latest);
         Ok(self.install_and_publish(generation, number, (index, slot), record, lifecycle))
@@ -258,9 +258,9 @@ where
         let key = (self.progress.key_of)(unsafe { slot.value() });
         // Before linking: the advance reads it once the record is resolved.
         self.slots.set_generation(slot, entered);
-        let records = (index, index, 1);
+        let run = Run::one(index, tag);
         if watermarks
-            .link_owing(&self.slots, queue, records, key, life)
+            .link_owing(&self.slots, queue, run, key, life)
             .is_err()
         {
             let offset = undo.take_back();

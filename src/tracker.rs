@@ -497,9 +497,12 @@ where
     /// refused [`OutOfOrder`](crate::SendError::OutOfOrder), so the
     /// watermark never passes an offset that was never sent. The tracker
     /// tells the owed offset by its `Hash` (hence the bound; run on a
-    /// refusal and on a send to an owing partition only): a different
-    /// offset with the same 64-bit hash, one chance in 2^64, would pass for
-    /// it.
+    /// refusal and on a send to an owing partition only), so that hash must
+    /// tell offsets apart: one that hashes only part of an offset (a
+    /// position's file but not its line) lets another offset of the same
+    /// hash pass for the owed one. Integers, strings, and a derived `Hash`
+    /// over every field do; then a different offset passes only if the
+    /// 64-bit hashes collide, one chance in 2^64.
     ///
     /// ```
     /// use inflight::{SendError, Tracker};

@@ -378,3 +378,76 @@ fn watermark_stale_owed_send_vs_revoke_and_takeover() {
         tracker.ack(held).unwrap();
     });
 }
+
+/// O8 (review 5, F1). The ABA a tail word without a tag allowed on a
+/// watermark tracker: 3 is owed in life 1 at record b's slot; after a
+/// revoke, a sender of life 2 (4) reads that ended debt and is preempted
+/// before its CAS, which would clear it; meanwhile 10 pays it, is acked
+/// and passed, 11 reuses b's slot, and 12 is refused and owed there: the
+/// same slot, the flag, epoch 0. The stale CAS must fail (the word carries
+/// the slot's new tag), so 13 is refused while 12 is owed. Mutant
+/// `tagless_tail` (no tag in the word) is caught here.
+#[test]
+fn a_stale_payer_never_clears_a_debt_at_a_reused_tail_slot() {
+    common::run_model_bounded(
+        "a_stale_payer_never_clears_a_debt_at_a_reused_tail_slot",
+        2,
+        || {
+            let tracker: Arc<W> = Arc::new(Tracker::builder().capacity(2).watermarks().build());
+            let a = tracker.send("p", 1).unwrap();
+            let _b = tracker.send("p", 2).unwrap();
+            assert!(matches!(send_w(&tracker, 3), Sent::Full));
+            tracker.ack(a).unwrap();
+            let _ = tracker.revoke(&"p");
+            let t2 = tracker.clone();
+            let other = thread::spawn(move || {
+                if let Sent::Accepted(t) = send_w(&t2, 4) {
+                    let _ = t2.ack(t);
+                }
+            });
+            if let Sent::Accepted(ten) = send_w(&tracker, 10) {
+                let _ = tracker.ack(ten);
+            }
+            let _eleven = send_w(&tracker, 11);
+            let twelve = send_w(&tracker, 12);
+            other.join().unwrap();
+            if matches!(twelve, Sent::Full) {
+                let thirteen = send_w(&tracker, 13);
+                assert!(
+                    matches!(thirteen, Sent::OutOfOrder),
+                    "12 is owed, yet 13 was {thirteen:?}"
+                );
+            }
+        },
+    );
+}
+
+/// O9 (review 5, F3). R4 on a watermark tracker without progress: a
+/// `drain_partition` after a send is not `Ok` while a record sent
+/// concurrently and linked ahead of it is unacked: a record is counted in
+/// `sent` before its linking CAS. Mutant `counted_after_link` is caught
+/// here.
+#[test]
+fn drain_partition_vs_concurrent_send_on_a_watermark_tracker() {
+    run_model(
+        "drain_partition_vs_concurrent_send_on_a_watermark_tracker",
+        || {
+            let tracker: Arc<W> = Arc::new(Tracker::builder().watermarks().build());
+            let zero = tracker.send("p", 0).unwrap();
+            tracker.ack(zero).unwrap();
+            let t2 = tracker.clone();
+            let drainer = thread::spawn(move || {
+                let two = t2.send("p", 2).unwrap();
+                assert!(
+                    t2.drain_partition(&"p", Duration::ZERO).is_err(),
+                    "drained while a record sent before is unacked"
+                );
+                t2.ack(two).unwrap();
+            });
+            if let Ok(one) = tracker.send("p", 1) {
+                tracker.ack(one).unwrap();
+            }
+            drainer.join().unwrap();
+        },
+    );
+}

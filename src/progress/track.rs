@@ -40,7 +40,9 @@ pub(crate) struct ProgressConfig<O> {
 /// `ProgressConfig::key_of`): SipHash-1-3 of its `Hash`, with fixed keys,
 /// so that one offset always gives one key. Two different offsets share a
 /// key with a chance of one in 2^64 per comparison, which only a sender
-/// that skipped the owed offset can meet.
+/// that skipped the owed offset can meet, if `O`'s `Hash` tells its values
+/// apart (one that hashes part of an offset does not: see
+/// `Builder::watermarks`).
 pub(crate) fn key_of<O: Hash>(offset: &O) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
     BuildHasherDefault::<DefaultHasher>::default().hash_one(offset)

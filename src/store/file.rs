@@ -133,17 +133,25 @@ where
         temp.sync_all().map_err(io(&self.temp))?;
         drop(temp);
         fs::rename(&self.temp, &self.path).map_err(io(&self.path))?;
-        // The rename itself is durable once the directory is.
-        let dir = match self.path.parent() {
+        // The file holds the new offsets from here on, whatever follows: a
+        // later save merges into them (review 5: keeping the old map after
+        // a failed directory sync would write older offsets back).
+        self.stored = offsets;
+        sync_dir(&self.path).map_err(io(&self.path))
+    }
+}
+
+/// Makes a rename in `path`'s directory durable (Unix: a sync of the
+/// directory; elsewhere the rename is left to the file system).
+fn sync_dir(path: &Path) -> io::Result<()> {
+    if cfg!(unix) {
+        let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        File::open(dir)
-            .and_then(|dir| dir.sync_all())
-            .map_err(io(dir))?;
-        self.stored = offsets;
-        Ok(())
+        File::open(dir)?.sync_all()?;
     }
+    Ok(())
 }
 
 impl<P, O> OffsetStore<P, O> for FileStore<P, O>

@@ -8,6 +8,50 @@
 
 use super::*;
 
+/// The records a send (one) or a batch's chunk (several) links at once:
+/// slots `first` to `last`, each but the last chained to the next (see
+/// `Watermarks::chain`), `n` of them, the last one's tag `tag`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    pub(crate) first: usize,
+    pub(crate) last: usize,
+    pub(crate) n: u64,
+    pub(crate) tag: u32,
+}
+
+impl Run {
+    /// One record: slot `index`, tag `tag`.
+    pub(crate) fn one(index: usize, tag: u32) -> Self {
+        Self {
+            first: index,
+            last: index,
+            n: 1,
+            tag,
+        }
+    }
+
+    /// The tail word with `run` linked after `tail`'s record, keeping
+    /// `tail`'s debt (its flag and epoch) if it has one. The last record's
+    /// tag is in it, so that a CAS expecting an old word fails once the
+    /// slot went on to another record (an ABA that could otherwise clear a
+    /// live debt, see `link_owing`).
+    fn after(self, tail: u64) -> u64 {
+        // Mutant `tagless_tail` (loom suite only): the word carries no tag,
+        // as before review 5, so a reused tail slot brings an old word back.
+        let tag = if cfg!(inflight_mutant = "tagless_tail") {
+            0
+        } else {
+            self.tag
+        };
+        (tail & DEBT_BITS) | tail_word(node(self.last), tag, 0)
+    }
+
+    /// The tail word with `run` linked and no debt.
+    fn paying(self) -> u64 {
+        self.after(0)
+    }
+}
+
 impl Watermarks {
     /// Where a send of a watermark tracker without progress starts linking
     /// (see `link`): `partition`'s queue and its tail word, or `None` for
@@ -28,12 +72,10 @@ impl Watermarks {
         (queue, (!owes).then_some(tail))
     }
 
-    /// Queues `n` prepared records, from slot `first` to slot `last`
-    /// (holding `QUEUED`, not yet published; each but the last already
-    /// links to the next, see `chain`) at the end
-    /// of `queue`, found by `look`, whose tail word `tail` is the first
-    /// guess. Call before publishing the records, so that their resolution
-    /// always finds them linked.
+    /// Queues the prepared records of `run` (holding `QUEUED`, not yet
+    /// published) at the end of `queue`, found by `look`, whose tail word
+    /// `tail` is the first guess. Call before publishing the records, so
+    /// that their resolution always finds them linked.
     ///
     /// A debt recorded since `look` stays on the tail (its flag and epoch):
     /// the records are ordered before it, as if they had linked first. On a
@@ -41,17 +83,11 @@ impl Watermarks {
     /// tail record's life only, not on its offset (see `owe`).
     // Not inlined, as `advance`.
     #[inline(never)]
-    pub(crate) fn link<O>(
-        &self,
-        slots: &Slab<O>,
-        queue: &Queue,
-        records: (usize, usize, u64),
-        tail: u64,
-    ) {
-        let (_, last, _) = records;
+    pub(crate) fn link<O>(&self, slots: &Slab<O>, queue: &Queue, run: Run, tail: u64) {
+        count(queue, run);
         let mut tail = tail;
         loop {
-            let word = (tail & !NODE_BITS) | u64::from(node(last));
+            let word = run.after(tail);
             // AcqRel: Release hands our last slot's reset link (`next_queued`
             // = 0, written at prepare) to the next sender, who stores into
             // it, and the links within our records; Acquire sees our
@@ -65,7 +101,7 @@ impl Watermarks {
                 Err(now) => tail = now,
             }
         }
-        linked_after(slots, queue, records, tail_node(tail));
+        linked_after(slots, queue, run, tail_node(tail));
     }
 
     /// Links the prepared record in slot `index` to the one in slot `next`,
@@ -79,14 +115,30 @@ impl Watermarks {
     }
 }
 
-/// After the CAS that made the last of `records` (as `link` takes them)
-/// the tail of `queue` in place of `previous`: counts them and links the
-/// first behind `previous`.
-fn linked_after<O>(slots: &Slab<O>, queue: &Queue, records: (usize, usize, u64), previous: u32) {
-    let (first, _, n) = records;
-    // Relaxed: a statistic; `passed` never overtakes it because a record
-    // is counted here before it can be passed (the link below).
-    queue.sent.fetch_add(n, Ordering::Relaxed);
+/// Counts `run`'s records in `queue`'s `sent`, before their CAS (see
+/// `drain_partition`, which waits for `sent` to be passed).
+fn count(queue: &Queue, run: Run) {
+    // Mutant `counted_after_link` (loom suite only): the records are
+    // counted after their CAS, so a `drain_partition` after a later send
+    // can miss an earlier record linked ahead of it.
+    if cfg!(inflight_mutant = "counted_after_link") {
+        return;
+    }
+    // Relaxed: before the linking CAS (AcqRel), so that a later sender
+    // whose CAS follows ours (Acquire) sees the count in its own
+    // `drain_partition`; and before the record can be passed, so `passed`
+    // never overtakes `sent`.
+    queue.sent.fetch_add(run.n, Ordering::Relaxed);
+}
+
+/// After the CAS that made the last of `run` the tail of `queue` in place
+/// of `previous`: links the first behind `previous`.
+fn linked_after<O>(slots: &Slab<O>, queue: &Queue, run: Run, previous: u32) {
+    if cfg!(inflight_mutant = "counted_after_link") {
+        // Relaxed: the mutant's late count.
+        queue.sent.fetch_add(run.n, Ordering::Relaxed);
+    }
+    let first = run.first;
     let link = if previous == 0 {
         &queue.first
     } else {
@@ -117,11 +169,11 @@ impl Watermarks {
         &self,
         slots: &Slab<O>,
         queue: &Queue,
-        records: (usize, usize, u64),
+        run: Run,
         key: u64,
         life: u32,
     ) -> Result<(), Refusal> {
-        let (_, last, _) = records;
+        count(queue, run);
         let mut pays;
         // Acquire: as in `look`.
         let mut tail = queue.tail.load(Ordering::Acquire);
@@ -134,6 +186,10 @@ impl Watermarks {
                     // taken over): look again. Acquire: as above.
                     let now = queue.tail.load(Ordering::Acquire);
                     if now == tail {
+                        if !cfg!(inflight_mutant = "counted_after_link") {
+                            // Relaxed: as `count`; nothing was linked.
+                            queue.sent.fetch_sub(run.n, Ordering::Relaxed);
+                        }
                         return Err(Refusal::OutOfOrder);
                     }
                     tail = now;
@@ -141,11 +197,7 @@ impl Watermarks {
                 }
                 pays = !newer(owed_life, life);
             }
-            let word = if pays {
-                tail_word(node(last), 0, 0)
-            } else {
-                (tail & !NODE_BITS) | u64::from(node(last))
-            };
+            let word = if pays { run.paying() } else { run.after(tail) };
             // AcqRel: as in `link`; the Acquire also after the debt's
             // holder, whose claim we take over when we clear the flag.
             match queue
@@ -162,7 +214,7 @@ impl Watermarks {
             // comes before the next holder's writes of the debt.
             queue.owing.store(false, Ordering::Release);
         }
-        linked_after(slots, queue, records, tail_node(tail));
+        linked_after(slots, queue, run, tail_node(tail));
         Ok(())
     }
 }

@@ -60,6 +60,7 @@ mod advance;
 mod committable;
 mod link;
 mod order;
+pub(crate) use link::Run;
 mod walk;
 mod words;
 
@@ -77,7 +78,7 @@ pub(crate) use walk::{Seen, Walk};
 pub(crate) use words::MAX_CREDIT;
 use words::{
     index_of, mark_index, mark_life, mark_word, node, owed_epoch, owed_word, tail_credit,
-    tail_node, tail_tag, tail_word, NODE_BITS, OWED,
+    tail_node, tail_tag, tail_word, DEBT_BITS, OWED,
 };
 
 /// One partition's queue and mark.

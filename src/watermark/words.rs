@@ -44,6 +44,10 @@ pub(super) fn owed_word(node: u32, tag: u32, epoch: u64) -> u64 {
 /// The node's bits of a tail word.
 pub(super) const NODE_BITS: u64 = 0xff_ffff;
 
+/// A tail word's debt: the [`OWED`] flag and, while it is set, the debt's
+/// epoch (the credit bits).
+pub(super) const DEBT_BITS: u64 = OWED | MAX_CREDIT << 24;
+
 pub(super) fn tail_node(word: u64) -> u32 {
     (word & NODE_BITS) as u32
 }
