@@ -21,10 +21,10 @@
 //! # An entry's state word
 //!
 //! ```text
-//!  63                     8 7     4    3         2       1  0
-//! +-----------------------+-------+------+------------+--------+
-//! |        readers        | cause |unused| HAS_OFFSET | status |
-//! +-----------------------+-------+------+------------+--------+
+//!  63            24 23         8 7     4    3         2       1  0
+//! +----------------+------------+-------+------+------------+--------+
+//! |    readers     |   reuses   | cause |unused| HAS_OFFSET | status |
+//! +----------------+------------+-------+------+------------+--------+
 //! ```
 //!
 //! `status` is `EMPTY`, `WRITING` (one writer owns the entry) or `READY`.
@@ -35,6 +35,22 @@
 //! with a Release `fetch_sub`; a writer's claim expects no readers, so it
 //! never overwrites an offset being cloned. No call waits: a CAS that
 //! fails means another call made progress, and a busy entry is skipped.
+//!
+//! `reuses` counts the entry's publications (modulo 2^16): each publish
+//! stores the count its claim read plus one. Without it, a writer that
+//! read a free entry's word, then stalled while another writer reused the
+//! entry and published the very same word (same cause, an offset again,
+//! no readers), would claim the entry by its CAS all the same (an ABA),
+//! overwrite the new entry of a current life and drop its offset: that
+//! failure's name would be lost. With it, the stalled claim fails and
+//! tries another entry. The count wraps: a claim is fooled only if
+//! exactly a multiple of 2^16 publications of its entry, each a reuse
+//! after a revoke ended the life before, happen between its read and its
+//! CAS, and then only a name is lost (the offset it takes out is an
+//! initialised one, dropped once): the same kind of bound as the slot
+//! tags' wrap. (The readers' count, above it, is unbounded in practice:
+//! 2^40 concurrent reports.)
+//!
 //! Under loom the log has two entries (`loom-tests/tests/failed_models.rs`
 //! models it).
 
@@ -66,7 +82,22 @@ const STATUS: u64 = 0b11;
 const HAS_OFFSET: u64 = 0b100;
 const CAUSE_SHIFT: u32 = 4;
 const CAUSE: u64 = 0b1111 << CAUSE_SHIFT;
-const READER: u64 = 1 << 8;
+/// One publication, in the `reuses` count (see the module docs).
+const REUSE: u64 = 1 << 8;
+const REUSES: u64 = 0xffff << 8;
+const READER: u64 = 1 << 24;
+
+/// The `reuses` count of the publication after the one in `state` (the
+/// word a claim read), wrapping at 2^16.
+fn next_reuses(state: u64) -> u64 {
+    // Mutant `claim_without_reuse_count` (loom suite only): a publish
+    // repeats the count, so a reused entry can show a stalled claim the
+    // word it read (the ABA the count prevents).
+    if cfg!(inflight_mutant = "claim_without_reuse_count") {
+        return state & REUSES;
+    }
+    (state & REUSES).wrapping_add(REUSE) & REUSES
+}
 
 /// What failed a record named by [`Tracker::failed_records`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -249,10 +280,18 @@ impl<O> Log<O> {
             let entry = &entries[index];
             // Acquire: the last writer's fields and offset, and the last
             // reader's reads (its Release `fetch_sub`) happen before ours;
-            // the claim expects no readers, so none is reading.
+            // the claim expects no readers, so none is reading. It expects
+            // the `reuses` count read too, so an entry reused and published
+            // again since (even with the same word otherwise) fails it.
+            // `WRITING` keeps the count, for the module docs' diagram.
             if entry
                 .state
-                .compare_exchange(state, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(
+                    state,
+                    WRITING | (state & REUSES),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
                 .is_err()
             {
                 continue;
@@ -279,10 +318,12 @@ impl<O> Log<O> {
             entry.record.store(record, Ordering::Relaxed);
             // Release: publishes the fields and offset to a reader's (or
             // the next writer's) Acquire CAS. A store: nothing else writes
-            // the word of an entry in `WRITING`.
-            entry
-                .state
-                .store(READY | has_offset | cause.bits(), Ordering::Release);
+            // the word of an entry in `WRITING`. With the next `reuses`
+            // count, so that no claim that read an earlier word succeeds.
+            entry.state.store(
+                READY | has_offset | cause.bits() | next_reuses(state),
+                Ordering::Release,
+            );
             return old;
         }
         offset
@@ -633,5 +674,25 @@ impl<P, O, M: Mode> Tracker<P, O, M> {
             |theirs| !self.is_current_life((theirs >> 32) as u32, theirs as u32),
         );
         debug_assert!(none.is_none(), "no offset given, none reused");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_publish_moves_the_reuses_count_on_and_it_wraps_in_its_field() {
+        let word = READY | HAS_OFFSET | FailedBy::Unknown.bits();
+        assert_eq!(next_reuses(word), REUSE, "the first publish counts 1");
+        assert_eq!(next_reuses(word | REUSE), 2 * REUSE);
+        // 2^16 publications bring a word back, and no other field moves.
+        assert_eq!(next_reuses(word | REUSES | (3 * READER)), 0, "wraps");
+        let mut count = 0;
+        for _ in 0..(1 << 16) {
+            count = next_reuses(count);
+            assert_eq!(count & !REUSES, 0);
+        }
+        assert_eq!(count, 0);
     }
 }

@@ -1,9 +1,10 @@
 //! Loom models of the failure log (`src/failed.rs`, issue 39 item 5):
 //! `failed_records` beside the `fail` that names a record, a revoke that
-//! ends its life, and a failure that reuses an ended life's entry while a
-//! report reads it. Offsets are loom `Arc`s, so an offset the log leaks or
-//! drops twice fails the model, and the offset cell's accesses are checked
-//! for races. Under loom the log has 2 entries, so a model reaches reuse.
+//! ends its life, a failure that reuses an ended life's entry while a
+//! report reads it, and two failures reusing ended lives' entries at once.
+//! Offsets are loom `Arc`s, so an offset the log leaks or drops twice
+//! fails the model, and the offset cell's accesses are checked for races.
+//! Under loom the log has 2 entries, so a model reaches reuse.
 #![cfg(loom)]
 
 use inflight::{FailedBy, Tracker};
@@ -94,5 +95,37 @@ fn reuse_beside_report() {
                 || after[1..] == [("r", None, FailedBy::Unknown)],
             "{after:?}"
         );
+    });
+}
+
+/// F4. Two failures at once, both entries of an ended life (reusable,
+/// with the same word: `READY`, an offset, `Fail`, no readers): one
+/// failure may reuse an entry and publish the word the other read before
+/// the other's claim. The claim must then fail (the entry's `reuses`
+/// count moved on) and take the other entry, so both records are named;
+/// an ABA claim would overwrite the first and drop its offset (review
+/// F4).
+#[test]
+fn two_writers_reusing_entries_name_both() {
+    run_model("two_writers_reusing_entries_name_both", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let x = tracker.send("p", off(1)).unwrap();
+        tracker.fail(x).unwrap();
+        let y = tracker.send("p", off(2)).unwrap();
+        tracker.fail(y).unwrap(); // both entries name p's life
+        let _ = tracker.revoke(&"p"); // which ends: both reusable
+        let a = tracker.send("q", off(10)).unwrap();
+        let b = tracker.send("q", off(11)).unwrap();
+        let t2 = tracker.clone();
+        let h = thread::spawn(move || t2.fail(b).unwrap());
+        tracker.fail(a).unwrap();
+        h.join().unwrap();
+        let mut named: Vec<u64> = tracker
+            .failed_records(10)
+            .into_iter()
+            .filter_map(|f| f.offset.map(|o| *o))
+            .collect();
+        named.sort_unstable();
+        assert_eq!(named, [10, 11]);
     });
 }
