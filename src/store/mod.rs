@@ -1,7 +1,7 @@
 //! Keeping the offsets a source task commits: an [`OffsetStore`], the
 //! commit cycle [`Tracker::flush_to`] (wait → save → commit), and two
 //! stores: [`MemoryStore`] (tests, and a model of the contract) and, with
-//! the `serde` feature, [`FileStore`] (one JSON file per task, written
+//! the `serde` feature, `FileStore` (one JSON file per task, written
 //! atomically, locked against a second writer), the embedded default, as
 //! Kafka Connect's `FileOffsetBackingStore` is. `inflight-rdkafka` adds a
 //! store in a compacted Kafka topic.
@@ -49,7 +49,8 @@ use std::time::Duration;
 /// Where a source task keeps the offsets it committed, by source
 /// partition: what it reads back when it starts, to resume after them.
 ///
-/// The contract, which [`FileStore`] and `inflight-rdkafka`'s topic store
+/// The contract, which `FileStore` (the `serde` feature) and
+/// `inflight-rdkafka`'s topic store
 /// keep and [`MemoryStore`] models:
 /// - [`save`](Self::save) merges: the partitions given take their new
 ///   offsets, every other partition keeps its own. It returns `Ok` only
