@@ -57,9 +57,12 @@ where
     /// The tracker keeps `offset` until the record is resolved and no flush
     /// or watermark needs it any more, and then until a later `send` reuses
     /// its slot (or the tracker drops): that send drops it, before it takes
-    /// anything. So `ack`, `fail`, `commit` and `committable` never run an
-    /// offset's `Drop`, and a `Drop` that panics surfaces here, with nothing
-    /// sent. A panic in `P`'s `Hash`, `Eq`, `Clone` or `Drop` likewise sends
+    /// anything. So `ack`, `commit` and `committable` never run the `Drop`
+    /// of an offset you sent, nor does `fail` (it clones the failed
+    /// record's offset to name it, see
+    /// [`failed_records`](Self::failed_records), and may drop a clone it
+    /// took earlier, last), and a `Drop` that panics surfaces here, with
+    /// nothing sent. A panic in `P`'s `Hash`, `Eq`, `Clone` or `Drop` likewise sends
     /// nothing (guarantee 14).
     ///
     /// ```

@@ -29,7 +29,12 @@
 //!   reports (see `progress.rs`).
 //! - `send_batch` may run what the sends it stands for may run, and a
 //!   panic backs out a chunk of up to 64 records (see `batch.rs`);
-//!   `ack_all` and `fail_all` run no user code.
+//!   `ack_all` runs no user code.
+//! - `fail`, `fail_raw` and `fail_all` name the records they fail
+//!   (`failed_records`): they run the `Clone` of those offsets once the
+//!   records are failed (and drop the clone a reused log entry held). A
+//!   planned panic there comes out of the call with the failure recorded
+//!   (`user::resolving`).
 //! - `committable` and `committable_with_stats` may run the `Clone`, `Hash`
 //!   and `Eq` of the partitions they return, the `Clone` of the offsets
 //!   they return, and (with statistics) the `Clone` of the stopped and
@@ -48,7 +53,7 @@
 //!   `drain_partition` may run the `Hash` and `Eq` of its key, before it
 //!   does anything. The key is an original the harness defuses after the
 //!   call, so its `Drop` never panics.
-//! - Every other call (`ack`, `fail`, `ack_raw`, `fail_raw`, `begin_flush`,
+//! - Every other call (`ack`, `ack_raw`, `begin_flush`,
 //!   `commit`, `abort`, `drain`, `in_flight`, `close`, `interrupt`,
 //!   `pending`, `is_closed`) runs no user code of either type at all, and
 //!   neither does a `wait` that returns an error.

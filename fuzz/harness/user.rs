@@ -186,6 +186,24 @@ pub fn no_user_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// Runs a resolution call `f`. An `ack` runs no user code. A `fail`
+/// (`fail`, `fail_raw`, `fail_all`) names the records it failed
+/// (`Tracker::failed_records`): it clones their offsets once they are
+/// failed, and drops the clone an entry it reuses held; a planned panic
+/// in that `Clone` comes out of the call after the failure is recorded.
+/// `None` then (the call's result is lost; the record or batch resolved
+/// as the model expects).
+pub fn resolving<R>(what: &str, fail: bool, f: impl FnOnce() -> R) -> Option<R> {
+    if !fail {
+        return Some(no_user_code(what, f));
+    }
+    match call(f) {
+        Ok(value) => Some(value),
+        Err((Act::OffsetClone, _)) => None,
+        Err(fired) => panic!("{what}: the planned {fired:?} panic, not a naming Clone"),
+    }
+}
+
 /// A partition: a `u8` whose `Hash`, `Eq`, `Clone` and (for an original)
 /// `Drop` may panic.
 pub struct Part {
