@@ -15,52 +15,13 @@ use inflight::store::{OffsetStore, StoreError};
 use inflight_rdkafka::{KafkaOffsetStore, OffsetTopicError};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-fn config() -> ClientConfig {
-    let brokers =
-        std::env::var("KAFKA_E2E_BROKERS").expect("set KAFKA_E2E_BROKERS to a broker's address");
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", brokers)
-        .set("socket.connection.setup.timeout.ms", "2000")
-        .set("log_level", "3");
-    config
-}
-
-/// A name no earlier run used (the broker may live across runs).
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut context = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
-            return output;
-        }
-        std::thread::park();
-    }
-}
+mod broker_common;
+use broker_common::{block_on, config, unique};
 
 fn admin() -> (AdminClient<DefaultClientContext>, AdminOptions) {
     let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
