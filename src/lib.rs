@@ -153,7 +153,12 @@
 //! 9. **Close.** After [`Tracker::close`] sends are refused with their
 //!    record, and a final flush covers everything accepted before.
 //! 10. **Lock-free.** `send`, `ack`, `fail`, `begin_flush`, `commit`,
-//!     `abort` take no lock and never wait for another thread.
+//!     `abort` take no lock and never wait for another thread, with one
+//!     exception on a refusal path only: a send refused for want of room
+//!     on a tracker with watermarks, which owes its offset, may spin while
+//!     another refusal of the same partition records or clears its debt
+//!     (a few steps with no user code; see `Builder::watermarks`). An
+//!     accepted send never waits.
 //! 11. **No panics.** No public call panics; no `unsafe` is reachable by
 //!     misuse.
 //! 12. **Watermarks.** A watermark never passes a record that was not
