@@ -153,12 +153,14 @@
 //! 9. **Close.** After [`Tracker::close`] sends are refused with their
 //!    record, and a final flush covers everything accepted before.
 //! 10. **Lock-free.** `send`, `ack`, `fail`, `begin_flush`, `commit`,
-//!     `abort` take no lock and never wait for another thread, with one
-//!     exception on a refusal path only: a send refused for want of room
-//!     on a tracker with watermarks, which owes its offset, may spin while
-//!     another refusal of the same partition records or clears its debt
-//!     (a few steps with no user code; see `Builder::watermarks`). An
-//!     accepted send never waits.
+//!     `abort` take no lock and never wait for another thread, but for a
+//!     few steps of another sender of the same partition that holds no
+//!     lock and runs no user code: on a tracker with watermarks, a send
+//!     refused for want of room, which owes its offset, may spin while
+//!     another refusal records or clears its debt (see
+//!     `Builder::watermarks`); on a progress tracker, a send whose budget
+//!     walk meets a sender between its link and its link store waits for
+//!     that store, as the advance does.
 //! 11. **No panics.** No public call panics; no `unsafe` is reachable by
 //!     misuse.
 //! 12. **Watermarks.** A watermark never passes a record that was not
