@@ -346,8 +346,8 @@ pub mod implementation {}
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-/// Every Rust block of `GUIDE.md` (the README's back-pressure, metrics and
-/// guarantees), run as a doc test by `cargo test`.
+/// Every Rust block of `GUIDE.md` (the rest of the README: recovery, stopping,
+/// back-pressure, metrics, guarantees), run as a doc test by `cargo test`.
 #[cfg(doctest)]
 #[doc = include_str!("../GUIDE.md")]
 pub struct GuideDoctests;
