@@ -23,13 +23,7 @@ fn named<P: Clone, O: Clone>(report: &[FailedRecord<P, O>]) -> Vec<(P, Option<O>
 
 #[test]
 fn a_failure_names_its_record_on_every_kind_of_tracker() {
-    each_mode!(tracker = [
-        Tracker::new(),
-        Tracker::builder().watermarks().build(),
-        Tracker::builder().progress(64).build(),
-        Tracker::builder().inline_offsets().build(),
-        Tracker::builder().inline_offsets().watermarks().build(),
-    ] {
+    every_kind!(tracker => {
         assert!(tracker.failed_records(8).is_empty());
         let first = tracker.send("a", 1_u64).unwrap();
         let bad = tracker.send("a", 2_u64).unwrap();
@@ -96,13 +90,7 @@ fn fail_all_names_each_record_and_refused_tickets_are_not_named() {
 /// no offset past the failure was committed before it was redone.
 #[test]
 fn the_recovery_redoes_the_named_records_and_flushes_succeed_again() {
-    each_mode!(tracker = [
-        Tracker::new(),
-        Tracker::builder().watermarks().build(),
-        Tracker::builder().progress(64).build(),
-        Tracker::builder().inline_offsets().build(),
-        Tracker::builder().inline_offsets().watermarks().build(),
-    ] {
+    every_kind!(tracker => {
         const LAST: u64 = 6;
         // The source's committed offsets, and every commit made.
         let mut committed: HashMap<&str, u64> = HashMap::new();

@@ -51,13 +51,7 @@ fn a_failure_names_its_partition_on_a_barrier_tracker() {
 
 #[test]
 fn stopped_names_failed_partitions_on_every_kind_of_tracker() {
-    each_mode!(tracker = [
-        Tracker::new(),
-        Tracker::builder().watermarks().build(),
-        Tracker::builder().progress(64).build(),
-        Tracker::builder().inline_offsets().build(),
-        Tracker::builder().inline_offsets().watermarks().build(),
-    ] {
+    every_kind!(tracker => {
         let ok = tracker.send("a", 1_u64).unwrap();
         let bad = tracker.send("b", 1_u64).unwrap();
         let also_bad = tracker.send("c", 1_u64).unwrap();

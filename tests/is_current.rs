@@ -11,13 +11,7 @@ use inflight::{ResolveError, Tracker};
 
 #[test]
 fn a_ticket_is_current_until_its_partition_is_revoked() {
-    each_mode!(tracker = [
-        Tracker::new(),
-        Tracker::builder().watermarks().build(),
-        Tracker::builder().progress(64).build(),
-        Tracker::builder().inline_offsets().build(),
-        Tracker::builder().inline_offsets().watermarks().build(),
-    ] {
+    every_kind!(tracker => {
         let a = tracker.send("p", 1_u64).unwrap();
         let other = tracker.send("q", 1).unwrap();
         assert!(tracker.is_current(&a));

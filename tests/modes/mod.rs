@@ -24,6 +24,23 @@ macro_rules! each_mode {
     };
 }
 
+/// Runs `$body` with `$tracker` bound to a fresh tracker of each of the
+/// five kinds (barrier, watermarks, progress with a budget of 64, and the
+/// barrier and watermark trackers with offsets inline); the body's sends
+/// fix the partition and offset types, which must be integers.
+#[allow(unused_macros)] // not every test file uses it
+macro_rules! every_kind {
+    ($tracker:pat => $body:block) => {
+        each_mode!($tracker = [
+            Tracker::new(),
+            Tracker::builder().watermarks().build(),
+            Tracker::builder().progress(64).build(),
+            Tracker::builder().inline_offsets().build(),
+            Tracker::builder().inline_offsets().watermarks().build(),
+        ] $body)
+    };
+}
+
 /// `committable` on a barrier tracker, for bodies run in every mode: it
 /// keeps no watermarks, so nothing is ever committable. (The typed
 /// trackers' own calls take precedence where they exist.)
