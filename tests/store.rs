@@ -174,6 +174,41 @@ fn an_offset_that_cannot_be_encoded_changes_nothing() {
     assert_eq!(store.load().unwrap(), HashMap::from([("a".into(), Bad(1))]));
 }
 
+/// An offset whose `Serialize` panics (user code, run before the store
+/// changes): the panic leaves the file and the store as they were, and
+/// the next save works.
+#[test]
+fn a_panicking_serialize_changes_nothing() {
+    let _serial = serial();
+    #[derive(Clone, Debug, PartialEq, Deserialize)]
+    struct Boom(u64);
+    impl Serialize for Boom {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            assert_ne!(self.0, 13, "a planned panic");
+            s.serialize_u64(self.0)
+        }
+    }
+    let path = dir("serialize-panic").join("offsets.json");
+    let mut store: FileStore<String, Boom> = FileStore::open(&path).unwrap();
+    store.save(&HashMap::from([("a".into(), Boom(1))])).unwrap();
+    let saving = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.save(&HashMap::from([
+            ("a".into(), Boom(2)),
+            ("b".into(), Boom(13)),
+        ]))
+    }));
+    assert!(saving.is_err(), "the planned panic");
+    assert_eq!(
+        store.load().unwrap(),
+        HashMap::from([("a".into(), Boom(1))])
+    );
+    store.save(&HashMap::from([("b".into(), Boom(3))])).unwrap();
+    let both = HashMap::from([("a".into(), Boom(1)), ("b".into(), Boom(3))]);
+    drop(store);
+    let mut store: FileStore<String, Boom> = FileStore::open(&path).unwrap();
+    assert_eq!(store.load().unwrap(), both);
+}
+
 // ---- The lock ------------------------------------------------------------------
 
 /// Child role: opens the store named by `INFLIGHT_STORE_CHILD_LOCK`, says
