@@ -136,12 +136,13 @@ where
         }
         // User code: `P`'s `Hash` and `Eq` (and `Clone`, for a new
         // partition), while nothing is taken.
-        let Some((number, lifecycle)) = self.partitions.number(partition) else {
+        let home = thread_index();
+        let hint = self.shards.hint(home);
+        let Some((number, lifecycle)) = self.partitions.number_hinted(partition, hint) else {
             return Err(((Refused::Full, Some(Limit::Internal)), vec![first]));
         };
         // Acquire: as in `send`, pairs with a revoke's Release bump.
         let life = lifecycle.life.load(crate::sync::Ordering::Acquire);
-        let home = thread_index();
         // Every record is queued on a watermark tracker; only the chunk's
         // last is held, below.
         let holds = if M::WATERMARKS { QUEUE_HOLDS } else { 0 };

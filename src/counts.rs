@@ -81,7 +81,9 @@
 //! once every word was captured and every record left.
 
 use crate::generation::Generation;
-use crate::sync::{heavy_barrier, light_barrier, AtomicU64, CachePadded, Ordering};
+use crate::sync::{
+    heavy_barrier, light_barrier, AtomicPtr, AtomicU64, AtomicUsize, CachePadded, Ordering,
+};
 
 /// How many count shards a tracker has. Two under loom: enough for the
 /// models to reach an owner, a thread without a shard of its own (loom's
@@ -213,7 +215,9 @@ enum Applied {
     Out,
 }
 
-/// The owner's word and the generation it counts for.
+/// The owner's word and the generation it counts for, and, on the same
+/// cache line, what the owner's sends remember between them (its
+/// [`Hint`]): the thread's context block.
 struct Own {
     /// See the module docs. Written by the owner, read by captures.
     word: AtomicU64,
@@ -221,6 +225,58 @@ struct Own {
     /// written by the owner alone (a thread that takes a reused number
     /// inherits it with the number, see `sync::thread_index`).
     id: AtomicU64,
+    /// Generation `id` itself, set with `id` (when the word rolls), so
+    /// that the owner's sends need not look it up: it stays allocated
+    /// while the word counts for it (its `UNIT` for the word is in its
+    /// pending count until the word is captured for it) or a record
+    /// counts in it. Read and written by the owner alone, like `id`.
+    generation: AtomicPtr<Generation>,
+    /// The partition the owner sent to last.
+    hint: Hint,
+    /// Its cell in a generation the owner installed in last.
+    cell: CellHint,
+}
+
+/// The cell of the partition an owner last installed a record in, and the
+/// generation it belongs to, for the next send to the same partition in
+/// the same generation to skip the cell's look-up (`Tracker::cell_of`).
+/// Read and written by the owner alone, like `Own::id`. A send uses the
+/// cell only if both its generation's number and its partition's number
+/// are the hint's: generation numbers are never reused, and the send's
+/// record keeps its generation (so the cell) alive, so a hint whose
+/// generation is gone is never used, and needs no clearing.
+pub(crate) struct CellHint {
+    /// The generation's number (`u64::MAX`: none).
+    pub(crate) generation: AtomicU64,
+    /// The partition's number.
+    pub(crate) partition: AtomicUsize,
+    /// The cell.
+    pub(crate) cell: AtomicPtr<AtomicU64>,
+}
+
+/// The partition an owner sent to last, for its next send to check first
+/// (see `Partitions::number_hinted`): a key of the tracker's partition
+/// arena, type-erased (the counts know no `P`), and its number. Read and
+/// written by the owner alone, like `Own::id`: a thread that takes a
+/// reused number inherits the hint with it, and a hint is only a guess
+/// that the send checks with the key's `Eq`. Partition numbers and keys
+/// are never reused or freed before the tracker drops, so a hint never
+/// dangles and never names another partition's number.
+pub(crate) struct Hint {
+    /// The arena entry (`partition::Key<P>`), null before the first send.
+    pub(crate) key: AtomicPtr<()>,
+    /// Its partition's number.
+    pub(crate) number: AtomicUsize,
+}
+
+impl Hint {
+    /// A hint that names nothing yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            key: AtomicPtr::new(std::ptr::null_mut()),
+            number: AtomicUsize::new(0),
+        }
+    }
 }
 
 /// The words other threads write.
@@ -255,12 +311,21 @@ pub(crate) trait Chain {
 }
 
 impl Shards {
-    pub(crate) fn new() -> Self {
+    /// The shards of a tracker whose generation 0 is `first`.
+    pub(crate) fn new(first: &Generation) -> Self {
+        let first = (first as *const Generation).cast_mut();
         Self {
             shards: std::array::from_fn(|_| Shard {
                 own: CachePadded::new(Own {
                     word: AtomicU64::new(pack(0, 0)),
                     id: AtomicU64::new(0),
+                    generation: AtomicPtr::new(first),
+                    hint: Hint::new(),
+                    cell: CellHint {
+                        generation: AtomicU64::new(u64::MAX),
+                        partition: AtomicUsize::new(0),
+                        cell: AtomicPtr::new(std::ptr::null_mut()),
+                    },
                 }),
                 shared: CachePadded::new(Shared {
                     remote: AtomicU64::new(pack(0, 0)),
@@ -277,6 +342,13 @@ impl Shards {
     #[inline(always)]
     pub(crate) fn owns(home: usize) -> bool {
         home < SHARDS
+    }
+
+    /// The partition hint of the thread numbered `home`, if it owns a
+    /// shard: only its owner may use it (see [`Hint`]).
+    #[inline(always)]
+    pub(crate) fn hint(&self, home: usize) -> Option<&Hint> {
+        Self::owns(home).then(|| &self.shards[home].own.hint)
     }
 
     /// Counts `n` records (one send, or one chunk of a batch) into the
@@ -433,7 +505,46 @@ impl Shards {
         // Relaxed: the owner's own word; the roll is published by the
         // write that follows.
         shard.own.id.store(id, Ordering::Relaxed);
+        // `id` cannot be folded: the word counts for it now, and its
+        // `UNIT` for the word is in until the word is captured for it.
+        // Mutant `stale_generation_cache` (loom suite only): the owner's
+        // sends keep entering the generation its word counted for before.
+        #[cfg(not(inflight_mutant = "stale_generation_cache"))]
+        {
+            let generation = (chain.numbered(id) as *const Generation).cast_mut();
+            // Relaxed: the owner's own word, as `id`.
+            shard.own.generation.store(generation, Ordering::Relaxed);
+        }
         true
+    }
+
+    /// The cell hint of the thread numbered `home`, if it owns a shard:
+    /// only its owner may use it (see [`CellHint`]).
+    #[inline(always)]
+    pub(crate) fn cell_hint(&self, home: usize) -> Option<&CellHint> {
+        Self::owns(home).then(|| &self.shards[home].own.cell)
+    }
+
+    /// The generation numbered `id` that the thread numbered `home` just
+    /// entered (`enter` answered [`Entry::Entered`] for `id`): the one its
+    /// word counts for, if it owns a shard, without a look-up.
+    #[inline(always)]
+    pub(crate) fn entered<'c>(&self, home: usize, id: u64, chain: &'c impl Chain) -> &'c Generation
+    where
+        Self: 'c,
+    {
+        if !Self::owns(home) {
+            return chain.numbered(id);
+        }
+        // Relaxed: the owner's own word (see `Own::generation`).
+        let generation = self.shards[home].own.generation.load(Ordering::Relaxed);
+        // SAFETY: the owner's write for `id` is in (`Entry::Entered`), so
+        // its word counts for `id` (`Own::id`), `generation` was set with
+        // that id, and the record the caller counted keeps generation
+        // `id` from being folded (and freed) while the caller uses it.
+        let generation = unsafe { &*generation };
+        debug_assert_eq!(generation.id, id);
+        generation
     }
 
     /// The owner's write of `new` into its word for the open generation

@@ -278,8 +278,16 @@ impl Generation {
         (life, partition_life): (u32, &AtomicU32),
         inline: bool,
     ) -> Installed {
+        let cell = self.cell(partition);
+        self.install_in(cell, latest, (life, partition_life), inline)
+    }
+
+    /// `partition`'s cell in this generation, allocating its page on
+    /// first use. The cell's address is fixed for the generation's life
+    /// (a thread's context block keeps it, see `counts::CellHint`).
+    #[inline(always)]
+    pub(crate) fn cell(&self, partition: usize) -> &AtomicU64 {
         debug_assert!(partition < MAX_PARTITIONS);
-        debug_assert!(!matches!(latest, Latest::Slot(s) if s as u64 >= u64::from(u32::MAX)));
         // The cell at `cell_index(partition)`, with one page lookup.
         let cell = self
             .cells
@@ -288,6 +296,20 @@ impl Generation {
             .cells
             .get(cell_index(partition))
             .is_some_and(|at| std::ptr::eq(at, cell)));
+        cell
+    }
+
+    /// [`install`](Self::install) into `cell`, this generation's cell of
+    /// the record's partition (from [`cell`](Self::cell)).
+    #[inline(always)]
+    pub(crate) fn install_in(
+        &self,
+        cell: &AtomicU64,
+        latest: Latest,
+        (life, partition_life): (u32, &AtomicU32),
+        inline: bool,
+    ) -> Installed {
+        debug_assert!(!matches!(latest, Latest::Slot(s) if s as u64 >= u64::from(u32::MAX)));
         let mine = cell::word(latest, life, inline);
         // Relaxed: a first guess; the CAS below decides, and its Acquire
         // (on success or failure) is what orders what we then read.

@@ -28,6 +28,7 @@
 //! uses the winner's number; its own arena entry stays unused. Numbers are
 //! never reused.
 
+use crate::counts::Hint;
 use crate::generation::MAX_PARTITIONS;
 use crate::pages::Pages;
 use crate::sync::{
@@ -394,20 +395,94 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
     /// `None` when the tracker already holds [`MAX_PARTITIONS`] partitions.
     #[inline]
     pub(crate) fn number(&self, partition: &P) -> Option<(usize, &Lifecycle)> {
+        let (n, key) = self.number_and_key(partition)?;
+        Some((n, &key.lifecycle))
+    }
+
+    /// [`number`](Self::number) for a send by the thread whose partition
+    /// hint is `hint` (`counts::Hint`, the owner of a count shard): the
+    /// hinted key is checked first, with `P`'s `Eq` alone; a match is the
+    /// answer, with no hash and no probe. Otherwise the full lookup, and
+    /// the hint moves to its answer. `P`'s `Hash` runs only on a miss, and
+    /// `Eq` once more than on the full lookup.
+    ///
+    /// A hint never misleads: it names a key of this arena with that key's
+    /// number, both written by `number_and_key`, and keys and numbers are
+    /// never reused, moved or freed while the index lives (revokes change
+    /// a partition's life, not its key or number; a table growth moves
+    /// entries of the table, not of the arena). So the key it names is
+    /// written, and what `Eq` compares with is the partition's own key.
+    #[inline(always)]
+    pub(crate) fn number_hinted(
+        &self,
+        partition: &P,
+        hint: Option<&Hint>,
+    ) -> Option<(usize, &Lifecycle)> {
+        let Some(hint) = hint else {
+            return self.number(partition);
+        };
+        // Relaxed: the hint is the owner's own (see `counts::Hint`).
+        let hinted = hint.key.load(Ordering::Relaxed).cast::<Key<P>>();
+        if !hinted.is_null() {
+            // SAFETY: a non-null hint is a key of this arena that
+            // `number_and_key` returned to this thread (or to the one that
+            // held its number before, which handed its writes over with
+            // the number): it lives as long as `self`, and its value was
+            // written (and its `written` flag acquired) before the hint
+            // named it, and is never written again.
+            let key = unsafe { &*hinted };
+            // SAFETY: as above, the value is written and immutable.
+            let value = key.value.with(|v| unsafe { (*v).assume_init_ref() });
+            // Mutant `stale_partition_cache` (loom suite only): the hinted
+            // key is taken without comparing it, so a send of another
+            // partition counts in the last one's.
+            #[cfg(inflight_mutant = "stale_partition_cache")]
+            let hit = true;
+            #[cfg(not(inflight_mutant = "stale_partition_cache"))]
+            let hit = value == partition; // user code (`Eq`)
+            if hit {
+                // Relaxed: as above.
+                return Some((hint.number.load(Ordering::Relaxed), &key.lifecycle));
+            }
+        }
+        self.number_missed(partition, hint)
+    }
+
+    /// [`number_hinted`](Self::number_hinted) past a hint that did not
+    /// match: the full lookup, and the hint set to its answer.
+    #[inline(never)]
+    fn number_missed(&self, partition: &P, hint: &Hint) -> Option<(usize, &Lifecycle)> {
+        let (n, key) = self.number_and_key(partition)?;
+        // Relaxed, both: the owner's own words (see `counts::Hint`); a
+        // reader that does not find both of these stores is no owner.
+        hint.number.store(n, Ordering::Relaxed);
+        hint.key
+            .store((key as *const Key<P>).cast_mut().cast(), Ordering::Relaxed);
+        Some((n, &key.lifecycle))
+    }
+
+    /// The number of `partition`, adding it if new, and its arena entry
+    /// (written).
+    #[inline]
+    fn number_and_key(&self, partition: &P) -> Option<(usize, &Key<P>)> {
         let hash = self.hasher.hash_one(partition);
-        let mut lifecycle = None;
+        let mut found_key = None;
         let found = self.current().find(hash, |n| match self.keys.get(n) {
             Some(key) if key.value() == Some(partition) => {
-                lifecycle = Some(&key.lifecycle);
+                found_key = Some(key);
                 true
             }
             _ => false,
         });
-        if let (Some(n), Some(lifecycle)) = (found, lifecycle) {
-            return Some((n, lifecycle));
+        if let (Some(n), Some(key)) = (found, found_key) {
+            return Some((n, key));
         }
         let n = self.add(partition, hash)?;
-        Some((n, self.lifecycle(n)?))
+        let key = self.keys.get(n)?;
+        // `add` returns the number of a written key (ours, or the racing
+        // adder's that won the table's entry).
+        key.value()?;
+        Some((n, key))
     }
 
     /// The number of a partition already seen, looked up by any borrowed
@@ -540,6 +615,28 @@ impl<P> Drop for Partitions<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A send's partition hint (issue 41) is only a guess: each lookup
+    /// checks it, so alternating partitions, a new one among them, get
+    /// their own numbers, and the hint follows the last one looked up.
+    #[test]
+    fn a_hint_is_checked_and_follows_the_last_partition() {
+        let p = Partitions::new();
+        let hint = Hint::new();
+        let seen: Vec<_> = ["a", "b", "b", "a", "c", "a", "c", "c"]
+            .into_iter()
+            .map(|key| p.number_hinted(&key, Some(&hint)).map(|(n, _)| n))
+            .collect();
+        let expected = [0, 1, 1, 0, 2, 0, 2, 2].map(Some);
+        assert_eq!(seen, expected);
+        // Relaxed: this thread's own hint.
+        assert_eq!(hint.number.load(Ordering::Relaxed), 2);
+        // Every lifecycle is the one of its number.
+        for key in ["a", "b", "c"] {
+            let (n, hinted) = p.number_hinted(&key, Some(&hint)).unwrap();
+            assert!(std::ptr::eq(hinted, p.lifecycle(n).unwrap()));
+        }
+    }
 
     #[test]
     fn numbers_are_stable_and_keys_come_back() {

@@ -15,7 +15,7 @@ use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
 use crate::slab::{Slot, HELD, QUEUE_HOLDS};
 use crate::sync::epoch;
-use crate::sync::{light_barrier, thread_index, Ordering};
+use crate::sync::{light_barrier, thread_index, AtomicU64, Ordering};
 use crate::ticket::Ticket;
 use crate::watermark::{Queue, Refusal, Run};
 use crate::{Limit, SendError, Tracker};
@@ -108,7 +108,9 @@ where
         // (a panic there would lose the ticket of a counted record), except
         // the wakers woken when a revoke raced the send and the record
         // released itself: it no longer counts, so a panic strands nothing.
-        let Some((number, lifecycle)) = self.partitions.number(&partition) else {
+        let home = thread_index();
+        let hint = self.shards.hint(home);
+        let Some((number, lifecycle)) = self.partitions.number_hinted(&partition, hint) else {
             // No partition number, so no queue to owe the offset in: every
             // later send of the partition is refused the same way until a
             // number frees (see `Builder::progress`).
@@ -117,7 +119,6 @@ where
         // Acquire: pairs with a revoke's Release bump (see the re-check
         // after `publish`).
         let life = lifecycle.life.load(Ordering::Acquire);
-        let home = thread_index();
         let Some((index, slot)) = self.slots.alloc(home) else {
             let limit = Limit::Internal;
             return Err(self.refuse_full((partition, offset, limit), number, seq, life));
@@ -208,7 +209,8 @@ where
             watermarks.link(&self.slots, queue, Run::one(index, tag), tail);
         }
         let record = (tag, life, latest);
-        Ok(self.install_and_publish(generation, number, (index, slot), record, lifecycle))
+        let slot = (index, slot);
+        Ok(self.install_and_publish(home, generation, number, slot, record, lifecycle))
     }
 
     /// The error for a send refused for want of a slot or permit. On a
@@ -290,7 +292,9 @@ where
         let (_, generation) = undo.entered;
         std::mem::forget(undo);
         let record = (tag, life, latest);
-        let ticket = self.install_and_publish(generation, number, (index, slot), record, lifecycle);
+        let slot = (index, slot);
+        let ticket =
+            self.install_and_publish(thread_index(), generation, number, slot, record, lifecycle);
         let unwinding = FailOnUnwind {
             tracker: self,
             index,
@@ -308,6 +312,7 @@ where
     #[inline(always)]
     fn install_and_publish(
         &self,
+        home: usize,
         generation: &Generation,
         number: usize,
         (index, slot): (usize, &Slot<O>),
@@ -315,7 +320,8 @@ where
         lifecycle: &Lifecycle,
     ) -> Ticket {
         let held = matches!(latest, Latest::Slot(_));
-        match generation.install(number, latest, (life, &lifecycle.life), M::INLINE) {
+        let cell = self.cell_of(home, generation, number);
+        match generation.install_in(cell, latest, (life, &lifecycle.life), M::INLINE) {
             Installed::First => {}
             // Frees the displaced record's slot if it was resolved; its
             // offset is dropped at the slot's reuse, not here.
@@ -354,6 +360,34 @@ where
             self.release_revoked_send(index, number as u32, tag, lifecycle);
         }
         Ticket::new(self.id, index, tag)
+    }
+
+    /// Partition `number`'s cell in `generation`, which the thread
+    /// numbered `home` entered: from its context block's cell hint when
+    /// that names the same generation and partition (see
+    /// `counts::CellHint`), else looked up, and the hint set to it.
+    #[inline(always)]
+    fn cell_of<'g>(&self, home: usize, generation: &'g Generation, number: usize) -> &'g AtomicU64 {
+        let Some(hint) = self.shards.cell_hint(home) else {
+            return generation.cell(number);
+        };
+        // Relaxed, all: the owner's own words (see `counts::CellHint`).
+        if hint.generation.load(Ordering::Relaxed) == generation.id
+            && hint.partition.load(Ordering::Relaxed) == number
+        {
+            let cell = hint.cell.load(Ordering::Relaxed);
+            // SAFETY: the hint's cell is partition `number`'s cell in the
+            // generation numbered as `generation` (set below), and numbers
+            // are never reused: so it is `generation`'s own cell, which
+            // lives as long as `generation` does.
+            return unsafe { &*cell };
+        }
+        let cell = generation.cell(number);
+        hint.generation.store(generation.id, Ordering::Relaxed);
+        hint.partition.store(number, Ordering::Relaxed);
+        hint.cell
+            .store((cell as *const AtomicU64).cast_mut(), Ordering::Relaxed);
+        cell
     }
 
     /// The end of a send on a progress tracker: the record is linked with
@@ -580,7 +614,7 @@ where
             #[cfg(all(test, not(loom)))]
             std::thread::yield_now();
             match self.shards.enter(home, id, n, self, &mut wakes) {
-                Entry::Entered => return (self.numbered(id), wakes),
+                Entry::Entered => return (self.shards.entered(home, id, self), wakes),
                 // Sealed under us: the sealer moved `open_id` on before
                 // capturing, so the next load sees a newer one.
                 Entry::Moved => {}

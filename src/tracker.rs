@@ -213,7 +213,8 @@ where
             permits: capacity.map(Permits::new),
             slots: Slab::new(capacity),
             partitions: Partitions::new(),
-            shards: Shards::new(),
+            // SAFETY: `first` was just made from an owned generation.
+            shards: Shards::new(unsafe { first.deref() }),
             open: Atomic::from(first),
             open_id: AtomicU64::new(0),
             oldest: Atomic::from(first),

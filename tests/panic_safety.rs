@@ -342,8 +342,12 @@ fn revoke_with_a_panicking_hash_or_clone_loses_nothing() {
 #[test]
 fn a_send_whose_key_panics_takes_nothing() {
     let cases = [
+        // The thread's partition hint names another partition (below),
+        // so the known key is looked up: hashed and compared.
         (Act::Hash, K, "hash of a known key"),
         (Act::Eq, K, "eq with a known key"),
+        // The hint names this partition: compared once, not hashed.
+        (Act::Eq, K, "eq with the hinted key"),
         (Act::Drop, K, "drop of a known key"),
         (Act::Hash, K + 5, "hash of a new key"),
         (Act::Clone, K + 5, "clone of a new key into the index"),
@@ -353,6 +357,11 @@ fn a_send_whose_key_panics_takes_nothing() {
         let tracker: W = Tracker::builder().capacity(1).watermarks().build();
         let t = send(&tracker, 0, 1);
         tracker.ack(t).unwrap();
+        if !what.contains("hinted") {
+            // Moves this thread's partition hint to another partition.
+            let t = send(&tracker, 1, 1);
+            tracker.ack(t).unwrap();
+        }
         arm(act, armed);
         expect_planned_panic(what, || tracker.send(Key::new(armed), Off::new(2)));
         assert_eq!(tracker.in_flight(), 0, "{what}");

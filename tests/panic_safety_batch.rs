@@ -23,8 +23,12 @@ use panicky::*;
 #[test]
 fn a_batch_whose_key_panics_takes_nothing() {
     let cases = [
+        // The thread's partition hint names another partition (below),
+        // so the known key is looked up: hashed and compared.
         (Act::Hash, K, "hash of a known key"),
         (Act::Eq, K, "eq with a known key"),
+        // The hint names this partition: compared once, not hashed.
+        (Act::Eq, K, "eq with the hinted key"),
         (Act::Hash, K + 5, "hash of a new key"),
         (Act::Clone, K + 5, "clone of a new key into the index"),
     ];
@@ -32,6 +36,11 @@ fn a_batch_whose_key_panics_takes_nothing() {
         let tracker: W = Tracker::builder().capacity(4).watermarks().build();
         let t = send(&tracker, 0, 1);
         tracker.ack(t).unwrap();
+        if !what.contains("hinted") {
+            // Moves this thread's partition hint to another partition.
+            let t = send(&tracker, 1, 1);
+            tracker.ack(t).unwrap();
+        }
         let key = Key::new(armed);
         let mut tickets = Vec::new();
         arm(act, armed);

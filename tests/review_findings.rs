@@ -221,38 +221,47 @@ fn a_released_records_ticket_answers_revoked_after_its_slot_is_reused() {
 
 // ---- 10: a waiting sender's registration goes with it ------------------------
 
-/// A key whose `Hash` panics at a chosen call (counted over all its
-/// clones).
+/// A key whose user code panics at a chosen call: its `Hash`, or its
+/// `Eq` when the tracker compares its kept key with this one (`kept ==
+/// sent`, as the partition index and a send's partition hint both do),
+/// counted over all its clones. So one attempt's count is the same
+/// whether the send's thread hint names the partition (an `Eq`, no
+/// `Hash`) or not.
 #[derive(Debug, Clone)]
 struct Countdown {
     id: u32,
-    hashes_left: Arc<AtomicUsize>,
+    calls_left: Arc<AtomicUsize>,
 }
 
 impl Countdown {
-    fn new(id: u32, hashes: usize) -> Self {
+    fn new(id: u32, calls: usize) -> Self {
         Self {
             id,
-            hashes_left: Arc::new(AtomicUsize::new(hashes)),
+            calls_left: Arc::new(AtomicUsize::new(calls)),
         }
     }
 
-    fn hashes(&self) -> usize {
-        usize::MAX - self.hashes_left.load(Ordering::SeqCst)
+    fn calls(&self) -> usize {
+        usize::MAX - self.calls_left.load(Ordering::SeqCst)
+    }
+
+    fn count(&self, what: &str) {
+        if self.calls_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            panic!("{PLANNED}: {what} of {}", self.id);
+        }
     }
 }
 
 impl Hash for Countdown {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        if self.hashes_left.fetch_sub(1, Ordering::SeqCst) == 1 {
-            panic!("{PLANNED}: hash of {}", self.id);
-        }
+        self.count("hash");
         self.id.hash(state);
     }
 }
 
 impl PartialEq for Countdown {
     fn eq(&self, other: &Self) -> bool {
+        other.count("eq");
         self.id == other.id
     }
 }
@@ -260,7 +269,7 @@ impl PartialEq for Countdown {
 impl Eq for Countdown {}
 
 /// Item 10. `send_timeout` on a full tracker registers to wait for room
-/// and sends again; the key's `Hash` panics in that retry. The
+/// and sends again; the key's `Hash` (or `Eq`) panics in that retry. The
 /// registration goes with the unwinding call (20,000 leaked ones made
 /// every wake-up walk them).
 #[test]
@@ -268,17 +277,17 @@ fn send_timeout_unregisters_when_a_retry_panics() {
     quiet_planned_panics();
     let tracker: Tracker<Countdown, u64> = Tracker::builder().capacity(1).build();
     let held = tracker.send(Countdown::new(0, usize::MAX), 0).unwrap();
-    // How many hashes one refused attempt takes.
+    // How many calls of user code one refused attempt takes.
     let probe = Countdown::new(0, usize::MAX);
     assert!(matches!(
         tracker.send(probe.clone(), 1),
         Err(SendError::Full(..))
     ));
-    let per_attempt = probe.hashes();
+    let per_attempt = probe.calls();
     // The first attempt is refused and registers; the retry panics.
     let key = Countdown::new(0, per_attempt + 1);
     let sent = catch_unwind(AssertUnwindSafe(|| tracker.send_timeout(key, 2, FOREVER)));
-    assert!(sent.is_err(), "the retry's hash panicked");
+    assert!(sent.is_err(), "the retry's user code panicked");
     assert_eq!(tracker.stats().waiting_senders, 0, "a registration leaked");
     tracker.ack(held).unwrap();
     let ticket = tracker
@@ -300,7 +309,7 @@ fn send_async_unregisters_when_a_retry_panics() {
         tracker.send(probe.clone(), 1),
         Err(SendError::Full(..))
     ));
-    let per_attempt = probe.hashes();
+    let per_attempt = probe.calls();
     // Pending after one attempt (registered), then a poll whose retry
     // panics.
     let (_, waker) = test_waker(false, false);
@@ -310,7 +319,7 @@ fn send_async_unregisters_when_a_retry_panics() {
         assert!(poll_with(sending.as_mut(), &waker).is_pending());
         assert_eq!(tracker.stats().waiting_senders, 1);
         let polled = catch_unwind(AssertUnwindSafe(|| poll_with(sending.as_mut(), &waker)));
-        assert!(polled.is_err(), "the retry's hash panicked");
+        assert!(polled.is_err(), "the retry's user code panicked");
     }
     assert_eq!(tracker.stats().waiting_senders, 0, "a registration leaked");
     tracker.ack(held).unwrap();

@@ -61,8 +61,8 @@ fn words_pack_signed_counts_and_compare_epochs_modulo() {
 
 #[test]
 fn owners_and_others_count_capture_and_settle() {
-    let shards = Shards::new();
     let chain = TestChain::new(3);
+    let shards = Shards::new(chain.numbered(0));
     let mut wakes = false;
     let g0 = chain.numbered(0);
     // Owner 0 sends two; thread SHARDS (no shard of its own, on shard
@@ -91,8 +91,8 @@ fn owners_and_others_count_capture_and_settle() {
 
 #[test]
 fn an_owner_rolls_past_generations_sealed_while_it_was_idle() {
-    let shards = Shards::new();
     let chain = TestChain::new(4);
+    let shards = Shards::new(chain.numbered(0));
     let mut wakes = false;
     assert_eq!(shards.enter(1, 0, 1, &chain, &mut wakes), Entry::Entered);
     // Generation 0 sealed but only the remote words captured, then
@@ -120,8 +120,8 @@ fn an_owner_rolls_past_generations_sealed_while_it_was_idle() {
 
 #[test]
 fn a_write_that_straddles_a_seal_learns_whether_it_was_captured() {
-    let shards = Shards::new();
     let chain = TestChain::new(3);
+    let shards = Shards::new(chain.numbered(0));
     let mut wakes = false;
     assert_eq!(shards.enter(0, 0, 1, &chain, &mut wakes), Entry::Entered);
     // The seal moves `open_id` after the owner loaded it, and captures
@@ -148,8 +148,8 @@ fn a_write_that_straddles_a_seal_learns_whether_it_was_captured() {
 
 #[test]
 fn an_owner_folds_the_leaves_of_its_records_by_others() {
-    let shards = Shards::new();
     let chain = TestChain::new(2);
+    let shards = Shards::new(chain.numbered(0));
     let mut wakes = false;
     for _ in 0..3 {
         assert_eq!(shards.enter(2, 0, 1, &chain, &mut wakes), Entry::Entered);
