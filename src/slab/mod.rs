@@ -278,13 +278,23 @@ struct Local(UnsafeCell<LocalList>);
 struct LocalList {
     /// Top slot + 1, 0 when empty.
     head: u32,
-    /// Bottom slot + 1, 0 when empty: where a spill splices the list.
+    /// Bottom slot + 1 while the list is not empty (left as it was when
+    /// the list empties): where a spill splices the list.
     tail: u32,
     len: u32,
     /// The length at which the list spills (see the module docs); 0 until
     /// its first push decides it.
     limit: u32,
 }
+
+// SAFETY: a `Local` is read and written only by the thread holding the
+// thread number it belongs to (see `Local::list`), one live thread at a
+// time; a thread gives its number back (and its writes with it, through
+// the Release/Acquire hand-over in `sync::thread_index`) before another
+// takes it. So sharing `&Local` between threads shares no access. (In
+// `locals` the lists sat behind the pages' atomic pointers, which made
+// the slab `Sync` without this; the lists kept inline need it said.)
+unsafe impl Sync for Local {}
 
 impl Local {
     fn new() -> Self {
@@ -312,6 +322,14 @@ impl Local {
 /// bounded slab's lists have lower limits (see the module docs).
 const LOCAL_MAX: u32 = 2 * FRESH_CHUNK as u32;
 
+/// How many thread numbers have their own list inline in the slab (the
+/// count shards' owners, see `counts`); the others' are in pages.
+const OWN_INLINE: usize = if LOCAL_THREADS < 64 {
+    LOCAL_THREADS
+} else {
+    64
+};
+
 /// Pages of slots plus their free lists.
 pub(crate) struct Slab<O> {
     slots: Pages<Slot<O>, 32, 20>,
@@ -326,6 +344,10 @@ pub(crate) struct Slab<O> {
     /// Per thread number below `LOCAL_THREADS`: that thread's own list,
     /// used before the shared stacks.
     locals: Pages<CachePadded<Local>, 4, 7>,
+    /// The own lists of thread numbers below [`OWN_INLINE`], here rather
+    /// than in `locals`: no page to look up on the hot path (issue 41).
+    /// `locals` holds the rest, from number `OWN_INLINE` on.
+    own: [CachePadded<Local>; OWN_INLINE],
     /// How many own lists may have `local_limit` (the rest have 1), and
     /// how many have claimed it (see the module docs).
     local_lists: u32,
@@ -354,6 +376,7 @@ impl<O> Slab<O> {
             free: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0))),
             quarantine: CachePadded::new(AtomicU64::new(0)),
             locals: Pages::new(),
+            own: std::array::from_fn(|_| CachePadded::new(Local::new())),
             local_lists,
             lists_claimed: AtomicU32::new(0),
             local_limit,
@@ -546,10 +569,13 @@ impl<O> Slab<O> {
     /// [`thread_index`]) has one.
     #[inline]
     fn local(&self, home: usize) -> Option<&Local> {
+        if home < OWN_INLINE {
+            return Some(&self.own[home]);
+        }
         (home < LOCAL_THREADS).then(|| {
             &**self
                 .locals
-                .get_or_alloc(home, || CachePadded::new(Local::new()))
+                .get_or_alloc(home - OWN_INLINE, || CachePadded::new(Local::new()))
         })
     }
 
@@ -564,9 +590,9 @@ impl<O> Slab<O> {
         // Relaxed: the slot is on our own list; nobody else touches its link.
         list.head = slot.link.load(Ordering::Relaxed);
         list.len -= 1;
-        if list.head == 0 {
-            list.tail = 0;
-        }
+        // `tail` is left as it is when the list empties: it is read only
+        // by a spill, of a list that is not empty, and the push onto an
+        // empty list sets it.
         Some((index, slot))
     }
 
