@@ -134,6 +134,10 @@ fn barrier<M: Mode>(tracker: &Tracker<u32, u64, M>) {
 }
 
 /// [`run`] on `tracker`, committing with `commit` every 100 batches.
+/// Never inlined into `run`: each kind's loop is then compiled alone, so
+/// its figure does not move with how much of the other kinds' code the
+/// compiler chose to put in the same function.
+#[inline(never)]
 fn pairs<M: Mode>(
     tracker: Tracker<u32, u64, M>,
     batched: bool,

@@ -81,7 +81,7 @@
 //! once every word was captured and every record left.
 
 use crate::generation::Generation;
-use crate::sync::{light_barrier, AtomicPtr, AtomicU64, AtomicUsize, CachePadded, Ordering};
+use crate::sync::{light_barrier_as, AtomicPtr, AtomicU64, AtomicUsize, CachePadded, Ordering};
 
 /// How many count shards a tracker has. Two under loom: enough for the
 /// models to reach an owner, a thread without a shard of its own (loom's
@@ -306,6 +306,10 @@ pub(crate) trait Chain {
     /// Generation `id`, which the caller keeps from being folded (a record
     /// counted in it, or a word not yet captured for it).
     fn numbered(&self, id: u64) -> &Generation;
+    /// Whether the light barrier is a compiler fence (the heavy side is
+    /// the system call), as `sync::register_barrier` answered: see
+    /// `sync::light_barrier_as`.
+    fn expedited(&self) -> bool;
 }
 
 impl Shards {
@@ -568,7 +572,7 @@ impl Shards {
         // Mutant `no_count_fence` (loom suite only): no barrier, so a
         // capture may miss the write while the owner misses the seal.
         #[cfg(not(inflight_mutant = "no_count_fence"))]
-        light_barrier();
+        light_barrier_as(chain.expedited());
         // Acquire: pairs with the sealers' Release `fetch_max`.
         if chain.open_id().load(Ordering::Acquire) == id {
             return Applied::In;

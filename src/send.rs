@@ -15,7 +15,7 @@ use crate::partition::Lifecycle;
 use crate::progress::NO_POSITION;
 use crate::slab::{Slot, HELD, QUEUE_HOLDS};
 use crate::sync::epoch;
-use crate::sync::{light_barrier, thread_index, AtomicU64, Ordering};
+use crate::sync::{light_barrier_as, thread_index, AtomicU64, Ordering};
 use crate::ticket::Ticket;
 use crate::watermark::{Queue, Refusal, Run};
 use crate::{Limit, SendError, Tracker};
@@ -348,7 +348,7 @@ where
         // Mutant `no_light_fence` (loom suite only): no barrier, so both
         // sides may miss the other (the store-buffering pattern).
         #[cfg(not(inflight_mutant = "no_light_fence"))]
-        light_barrier();
+        light_barrier_as(self.expedited);
         // Acquire: what a revoke did before its bump.
         // Mutant `stale_life` (loom suite only): the send trusts the life it
         // read first, so a record sent across a revoke outlives its life.
@@ -648,6 +648,11 @@ impl<P, O, M: Mode> Chain for Tracker<P, O, M> {
     /// The generation numbered `id`, which the caller keeps from being
     /// folded: a record of its counts in it, or a count word of its shard
     /// was not captured for it yet.
+    #[inline(always)]
+    fn expedited(&self) -> bool {
+        self.expedited
+    }
+
     #[inline]
     fn numbered(&self, id: u64) -> &Generation {
         // SAFETY: the guard protects nothing; what keeps the generations

@@ -271,7 +271,8 @@ mod barrier;
 /// send runs, the heavy one a revoke runs, and the once-per-process
 /// registration a tracker's constructor runs so that sends start light.
 pub(crate) use barrier::{
-    heavy as heavy_barrier, light as light_barrier, register as register_barrier,
+    heavy as heavy_barrier, light as light_barrier, light_as as light_barrier_as,
+    register as register_barrier,
 };
 
 pub(crate) use crossbeam_utils::CachePadded;

@@ -101,6 +101,11 @@ pub struct Tracker<P, O, M: Mode = Barrier> {
     /// The failed records named for `failed_records` (see `failed`).
     pub(crate) failures: crate::failed::Log<O>,
     pub(crate) _mode: PhantomData<fn() -> M>,
+    /// What `sync::register_barrier` answered when the tracker was made:
+    /// whether the light barrier is a compiler fence. Kept here so that a
+    /// send's barriers read a field of the tracker, not a global (issue
+    /// 41); the mode never changes once decided.
+    pub(crate) expedited: bool,
 }
 
 // SAFETY: the tracker shares `P` (partition index snapshots) and `O` (slot
@@ -204,12 +209,13 @@ where
     pub(crate) fn build(capacity: Option<usize>, progress: ProgressConfig<O>) -> Self {
         // Once per process: decide whether a revoke's barrier is the system
         // call, so that sends take the light path from their first.
-        crate::sync::register_barrier();
+        let expedited = crate::sync::register_barrier();
         // SAFETY: the generation is not shared with anyone yet.
         let first = Owned::new(Generation::new(0, std::ptr::null()))
             .into_shared(unsafe { epoch::unprotected() });
         Self {
             id: crate::sync::next_tracker_id(),
+            expedited,
             permits: capacity.map(Permits::new),
             slots: Slab::new(capacity),
             partitions: Partitions::new(),

@@ -45,6 +45,9 @@ impl Chain for TestChain {
     fn numbered(&self, id: u64) -> &Generation {
         &self.gens[id as usize]
     }
+    fn expedited(&self) -> bool {
+        false // full fences: always right
+    }
 }
 
 #[test]

@@ -48,7 +48,18 @@ mod imp {
         // stored only after), and it never changes back, so every heavy
         // barrier makes the call (a heavy side that reads a stale `UNKNOWN`
         // registers, and its CAS reads `EXPEDITED`).
-        if MODE.load(Ordering::Relaxed) == EXPEDITED {
+        light_as(MODE.load(Ordering::Relaxed) == EXPEDITED);
+    }
+
+    /// [`light`] for a caller that kept the mode: `expedited` is what
+    /// [`register`] returned to it (a tracker keeps it from its
+    /// constructor, so its sends read a field of their own rather than a
+    /// global through the GOT). The mode never changes once decided, so
+    /// the kept answer stays right; a `false` is always safe (a full
+    /// fence).
+    #[inline(always)]
+    pub(crate) fn light_as(expedited: bool) {
+        if expedited {
             // The kernel supplies the fence, at the heavy side's moment;
             // this keeps the compiler from moving an access across it.
             compiler_fence(Ordering::SeqCst);
@@ -177,6 +188,12 @@ mod imp {
         fence(Ordering::SeqCst);
     }
 
+    /// [`light`] for a caller that kept the mode: the same fence.
+    #[inline(always)]
+    pub(crate) fn light_as(_expedited: bool) {
+        fence(Ordering::SeqCst);
+    }
+
     /// The heavy side under loom: a `SeqCst` fence.
     pub(crate) fn heavy() {
         fence(Ordering::SeqCst);
@@ -188,4 +205,4 @@ mod imp {
     }
 }
 
-pub(crate) use imp::{heavy, light, register};
+pub(crate) use imp::{heavy, light, light_as, register};
