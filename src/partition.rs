@@ -431,6 +431,11 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
             // written (and its `written` flag acquired) before the hint
             // named it, and is never written again.
             let key = unsafe { &*hinted };
+            // Read before `Eq` runs: user code may send from inside it, on
+            // this thread, and move the hint to another partition (review
+            // of issue 41); the number must be the hinted key's.
+            // Relaxed: as above.
+            let number = hint.number.load(Ordering::Relaxed);
             // SAFETY: as above, the value is written and immutable.
             let value = key.value.with(|v| unsafe { (*v).assume_init_ref() });
             // Mutant `stale_partition_cache` (loom suite only): the hinted
@@ -441,8 +446,7 @@ impl<P: Hash + Eq + Clone> Partitions<P> {
             #[cfg(not(inflight_mutant = "stale_partition_cache"))]
             let hit = value == partition; // user code (`Eq`)
             if hit {
-                // Relaxed: as above.
-                return Some((hint.number.load(Ordering::Relaxed), &key.lifecycle));
+                return Some((number, &key.lifecycle));
             }
         }
         self.number_missed(partition, hint)

@@ -372,9 +372,14 @@ where
             return generation.cell(number);
         };
         // Relaxed, all: the owner's own words (see `counts::CellHint`).
-        if hint.generation.load(Ordering::Relaxed) == generation.id
-            && hint.partition.load(Ordering::Relaxed) == number
-        {
+        // Mutant `cell_hint_across_generations` (loom suite only): the
+        // hint's generation is not compared, so a send after a seal
+        // installs in the sealed generation's cell.
+        #[cfg(inflight_mutant = "cell_hint_across_generations")]
+        let same_generation = true;
+        #[cfg(not(inflight_mutant = "cell_hint_across_generations"))]
+        let same_generation = hint.generation.load(Ordering::Relaxed) == generation.id;
+        if same_generation && hint.partition.load(Ordering::Relaxed) == number {
             let cell = hint.cell.load(Ordering::Relaxed);
             // SAFETY: the hint's cell is partition `number`'s cell in the
             // generation numbered as `generation` (set below), and numbers

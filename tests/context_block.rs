@@ -5,20 +5,28 @@
 //! threads, which inherit the block with the number, and many partitions
 //! across the partition index's growth, sent in turn from one thread.
 
-use inflight::Tracker;
+use inflight::{Ticket, Tracker};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Threads one after another (each takes the number the last one gave
-/// back, and its context block with it): each sends to a partition of its
-/// own and to one shared with all, acks, and a flush after each thread
-/// reports what that thread sent, under the right partitions.
+/// back, and its context block with it: a thread gives its number back
+/// as its thread-locals are destroyed, before `join` returns): each sends
+/// to a partition of its own and to one shared with all, acks, and a
+/// flush after each thread reports what that thread sent, under the right
+/// partitions.
 #[test]
 fn threads_reusing_a_number_send_to_their_own_partitions() {
-    let tracker: Tracker<String, u64> = Tracker::new();
+    let tracker: Arc<Tracker<String, u64>> = Arc::new(Tracker::new());
     for thread in 0..if cfg!(miri) { 4 } else { 20_u64 } {
-        std::thread::scope(|s| {
-            s.spawn(|| {
+        {
+            let tracker = Arc::clone(&tracker);
+            // `spawn` and `join`, not a scope: a scoped thread's end is
+            // seen before its thread-locals (and its number) are gone.
+            std::thread::spawn(move || {
                 let mine = format!("own-{thread}");
                 let a = tracker.send(mine, thread * 10).unwrap();
                 let b = tracker.send("shared".to_string(), thread).unwrap();
@@ -28,8 +36,10 @@ fn threads_reusing_a_number_send_to_their_own_partitions() {
                 tracker.ack(a).unwrap();
                 tracker.ack(b).unwrap();
                 tracker.ack(c).unwrap();
-            });
-        });
+            })
+            .join()
+            .unwrap();
+        }
         let mut flush = tracker.begin_flush().unwrap();
         let offsets = flush.wait(Duration::ZERO).unwrap().clone();
         flush.commit().unwrap();
@@ -64,4 +74,65 @@ fn partitions_in_turn_across_index_growth_keep_their_offsets() {
     for (p, offset) in offsets {
         assert_eq!(offset, u64::from(p) * 2 + 1, "partition {p}");
     }
+}
+
+/// A partition key whose `Eq`, once armed, sends to another partition of
+/// the same tracker from inside the comparison (user code calling back on
+/// the same thread).
+#[derive(Debug, Clone)]
+struct Reentrant(u32);
+
+thread_local! {
+    static TRACKER: RefCell<Option<Arc<Tracker<Reentrant, u64>>>> = const { RefCell::new(None) };
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    static INNER: RefCell<Vec<Ticket>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Hash for Reentrant {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialEq for Reentrant {
+    fn eq(&self, other: &Self) -> bool {
+        if ARMED.with(|armed| armed.replace(false)) {
+            let tracker = TRACKER.with(|t| t.borrow().clone()).expect("set");
+            let ticket = tracker.send(Reentrant(2), 100).unwrap();
+            INNER.with(|inner| inner.borrow_mut().push(ticket));
+        }
+        self.0 == other.0
+    }
+}
+
+impl Eq for Reentrant {}
+
+/// A send whose partition is the thread's hinted one runs `Eq` on the
+/// hinted key; an `Eq` that sends to another partition moves the hint
+/// meanwhile. The outer send still counts in its own partition, with its
+/// own number (review of issue 41: it took the moved hint's number, so
+/// partition 2 reported partition 1's offset).
+#[test]
+fn an_eq_that_sends_to_another_partition_leaves_the_outer_send_its_own() {
+    let tracker = Arc::new(Tracker::<Reentrant, u64>::new());
+    TRACKER.with(|t| *t.borrow_mut() = Some(Arc::clone(&tracker)));
+    let first = tracker.send(Reentrant(1), 1).unwrap(); // the hint: 1
+    ARMED.with(|armed| armed.set(true));
+    let second = tracker.send(Reentrant(1), 500).unwrap(); // Eq sends to 2
+    tracker.ack(first).unwrap();
+    tracker.ack(second).unwrap();
+    for ticket in INNER.with(|inner| inner.take()) {
+        tracker.ack(ticket).unwrap();
+    }
+    let mut flush = tracker.begin_flush().unwrap();
+    let mut offsets: Vec<_> = flush
+        .wait(Duration::ZERO)
+        .unwrap()
+        .iter()
+        .map(|(p, o)| (p.0, *o))
+        .collect();
+    flush.commit().unwrap();
+    offsets.sort_unstable();
+    assert_eq!(offsets, vec![(1, 500), (2, 100)]);
+    TRACKER.with(|t| t.borrow_mut().take());
 }

@@ -9,8 +9,10 @@
 //! (`tests/context_block.rs`).
 //!
 //! Mutants caught here: `stale_partition_cache` (a hinted key taken
-//! without comparing it) and `stale_generation_cache` (the generation
-//! pointer not moved when the owner's word rolls to a newer generation).
+//! without comparing it), `stale_generation_cache` (the generation
+//! pointer not moved when the owner's word rolls to a newer generation)
+//! and `cell_hint_across_generations` (the cell hint used without
+//! comparing its generation).
 #![cfg(loom)]
 
 use inflight::Tracker;
@@ -73,5 +75,33 @@ fn owner_sends_two_partitions_across_a_seal() {
         all.dedup();
         assert_eq!(all, vec![("p", 1), ("q", 2)], "{covered:?} {rest:?}");
         assert_eq!(tracker.in_flight(), 0);
+    });
+}
+
+/// X3. An owner sends to one partition on either side of a flush's seal,
+/// which another thread makes: the second send's cell is the newer
+/// generation's, not the one its cell hint names, so the next flush
+/// reports it.
+#[test]
+fn owner_sends_one_partition_on_either_side_of_a_seal() {
+    run_model("owner_sends_one_partition_on_either_side_of_a_seal", || {
+        let tracker: Arc<T> = Arc::new(Tracker::new());
+        let first = tracker.send("p", off(1)).unwrap();
+        tracker.ack(first).unwrap();
+        let t2 = tracker.clone();
+        let flusher = thread::spawn(move || {
+            let mut flush = t2.begin_flush().unwrap();
+            let offsets = plain(flush.wait(Duration::ZERO).unwrap());
+            flush.commit().unwrap();
+            offsets
+        });
+        let covered = flusher.join().unwrap();
+        let second = tracker.send("p", off(2)).unwrap();
+        tracker.ack(second).unwrap();
+        let mut next = tracker.begin_flush().unwrap();
+        let rest = plain(next.wait(Duration::ZERO).unwrap());
+        next.commit().unwrap();
+        assert_eq!(covered, vec![("p", 1)]);
+        assert_eq!(rest, vec![("p", 2)], "the send after the seal is reported");
     });
 }
