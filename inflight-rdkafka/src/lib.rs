@@ -130,6 +130,8 @@ pub mod produce;
 pub mod producer;
 mod revocation;
 pub mod store;
+pub mod transaction;
+mod transaction_context;
 
 pub use commits::Commits;
 pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, TopicPartition};
@@ -141,6 +143,7 @@ pub use offset_topic::{KafkaOffsetStore, KafkaOffsetStoreBuilder, OffsetTopicErr
 pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};
+pub use transaction::{transactional_id, ExactlyOnce, Outcome, Rewind, TxnError};
 
 /// The README's code blocks, compiled as doc tests.
 #[cfg(doctest)]

@@ -1,0 +1,769 @@
+//! Exactly-once: a barrier flush as a Kafka transaction ([`ExactlyOnce`]).
+//!
+//! Each record goes into the open transaction with its ticket as its
+//! delivery opaque; a commit seals the tracker (`begin_flush`), waits
+//! until every sealed record is delivered (so rust-rdkafka's
+//! `commit_transaction` has nothing left to flush, and never polls
+//! 100 ms at a time), puts the source offsets into the same transaction,
+//! commits it, and only then commits the flush. Records and source
+//! offsets become visible together or not at all: a restart resumes
+//! exactly after what was committed, and a `read_committed` reader sees
+//! each record once.
+//!
+//! The source offsets go into the transaction in one of two ways:
+//!
+//! - **consume → transform → produce**: [`ExactlyOnce::commit_to_group`]
+//!   (`send_offsets_to_transaction` with the consumer's group metadata,
+//!   KIP-447): the group's committed offset of each source partition,
+//!   last done `+ 1`;
+//! - **a source task** (files, a database...):
+//!   [`ExactlyOnce::commit_to_topic`] writes them as records into an
+//!   offsets topic, in [`KafkaOffsetStore`](crate::KafkaOffsetStore)'s
+//!   format (KIP-618), so `KafkaOffsetStore::load` reads them back. Read
+//!   back only what was committed: on a broker whose fetch does not list
+//!   aborted transactions (tansu, see `kafka-e2e/README.md`), a load can
+//!   see offsets of aborted transactions; use the group flavour there.
+//!
+//! # A failed transaction is a rewind
+//!
+//! Nothing of an aborted transaction may count: not its records, not its
+//! source offsets, not the acks of its records that come late. So when a
+//! transaction fails in a way that needs an abort (a record not
+//! delivered, an abortable error from librdkafka, a flush that timed out),
+//! the commit aborts it (and, with [`overlapping`](ExactlyOnceBuilder::overlapping),
+//! the one opened after it, whose records come after it in the source),
+//! revokes every source partition the pipeline has sent (the ended lives'
+//! late acks change nothing), and returns [`Outcome::Rewound`]: seek the
+//! source back to what [`Rewind`] says (the committed offsets;
+//! [`Rewind::seek`] does it for a consumer), then [`ExactlyOnce::resume`].
+//! Until then `send` refuses records with [`TxnError::Rewinding`].
+//!
+//! # Error classes
+//!
+//! As librdkafka classes them (`RDKafkaError::is_retriable`,
+//! `txn_requires_abort`, `is_fatal`):
+//!
+//! - **retriable**: the call is made again until the builder's
+//!   [`timeout`](ExactlyOnceBuilder::timeout) has passed; past it the
+//!   pipeline stops with [`TxnError::TimedOut`] (a commit whose outcome is
+//!   unknown cannot be rewound: restart);
+//! - **abortable**: abort and rewind ([`Outcome::Rewound`]);
+//! - **fatal**, a fenced producer included (another instance initialised
+//!   the same transactional id): the pipeline stops with
+//!   [`TxnError::Fatal`]; every later call returns [`TxnError::Stopped`].
+//!   Drop it and start a new one: the new instance's `init_transactions`
+//!   aborts what the old one left open.
+//!
+//! # Transactional ids
+//!
+//! One per task, the same across restarts ([`transactional_id`]): a
+//! restart's `init_transactions` then fences the instance it replaces
+//! (a zombie) and aborts its open transaction. Two instances of one task
+//! must never run with different ids: nothing would fence either.
+//!
+//! # Usage
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use inflight_rdkafka::transaction::{transactional_id, ExactlyOnce, Outcome};
+//! use inflight_rdkafka::TopicPartition;
+//! use rdkafka::config::ClientConfig;
+//! use rdkafka::consumer::{BaseConsumer, Consumer};
+//! use rdkafka::producer::BaseRecord;
+//! use rdkafka::Message;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let consumer: BaseConsumer = ClientConfig::new()
+//!     .set("bootstrap.servers", "127.0.0.1:9092")
+//!     .set("group.id", "copy")
+//!     .set("enable.auto.commit", "false")
+//!     .set("isolation.level", "read_committed")
+//!     .create()?;
+//! consumer.subscribe(&["source"])?;
+//! let mut config = ClientConfig::new();
+//! config.set("bootstrap.servers", "127.0.0.1:9092");
+//! let txn = ExactlyOnce::<TopicPartition, i64>::builder(&config, &transactional_id("copy", 0))
+//!     .build()?;
+//! loop {
+//!     if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+//!         let message = message?;
+//!         let source = TopicPartition::new(message.topic(), message.partition());
+//!         let record = BaseRecord::<[u8], [u8]>::to("sink").payload(message.payload().unwrap_or_default());
+//!         // Refused only while a rewind waits for `resume`, or for good
+//!         // (the next commit rewinds).
+//!         let _ = txn.send(source, message.offset(), record);
+//!     }
+//!     # let due = true;
+//!     if due {
+//!         let group = consumer.group_metadata().ok_or("no group")?;
+//!         if let Outcome::Rewound(rewind) = txn.commit_to_group(&group)? {
+//!             rewind.seek(&consumer, Duration::from_secs(10))?;
+//!             txn.resume()?;
+//!         }
+//!     }
+//! }
+//! # }
+//! ```
+
+use crate::consumer::TopicPartition;
+use crate::producer::TicketOpaque;
+use crate::transaction_context::{OffsetsDelivered, TxnContext};
+use inflight::{FlushError, Tracker};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, ConsumerContext, ConsumerGroupMetadata};
+use rdkafka::error::KafkaError;
+use rdkafka::message::ToBytes;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+mod steps;
+use steps::Step;
+pub use steps::{Rewind, TxnError};
+
+/// The transactional id of `task` in the pipeline `prefix`:
+/// `"{prefix}-{task}"`. Keep both the same across restarts: the id is what
+/// fences a killed instance's zombie (see the module docs). With
+/// [`overlapping`](ExactlyOnceBuilder::overlapping) the producers take
+/// this id with `-a` and `-b` appended.
+///
+/// ```
+/// assert_eq!(inflight_rdkafka::transaction::transactional_id("orders-copy", 3), "orders-copy-3");
+/// ```
+pub fn transactional_id(prefix: &str, task: impl fmt::Display) -> String {
+    format!("{prefix}-{task}")
+}
+
+/// What a commit did.
+#[derive(Debug)]
+#[must_use = "a rewind must be followed by a seek of the source and `resume`"]
+pub enum Outcome<P, O> {
+    /// The transaction committed: its records and these source offsets
+    /// (the **last done** offset of each source partition it covered; the
+    /// group got them `+ 1`) are in, together.
+    Committed(HashMap<P, O>),
+    /// The transaction was aborted: seek the source back
+    /// ([`Rewind::seek`], or [`Rewind::committed`] by hand), then
+    /// [`ExactlyOnce::resume`].
+    Rewound(Rewind<P, O>),
+}
+
+/// How [`ExactlyOnce::builder`] builds one.
+pub struct ExactlyOnceBuilder<P, O> {
+    config: ClientConfig,
+    id: String,
+    timeout: Duration,
+    capacity: Option<usize>,
+    overlapping: bool,
+    _types: std::marker::PhantomData<fn() -> (P, O)>,
+}
+
+impl<P, O> fmt::Debug for ExactlyOnceBuilder<P, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExactlyOnceBuilder")
+            .field("id", &self.id)
+            .field("timeout", &self.timeout)
+            .field("capacity", &self.capacity)
+            .field("overlapping", &self.overlapping)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P, O> ExactlyOnceBuilder<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync + 'static,
+    O: Clone + Send + Sync + 'static,
+{
+    /// How long a step may retry a retriable error, and wait for
+    /// deliveries (30 s by default): past it, a flush waiting for
+    /// deliveries rewinds, a retriable error stops the pipeline.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The most records in flight (the tracker's capacity; its default
+    /// otherwise): `send` waits for room, at most the timeout.
+    pub fn capacity(mut self, max_in_flight: usize) -> Self {
+        self.capacity = Some(max_in_flight);
+        self
+    }
+
+    /// Whether records sent while a commit waits go into the next
+    /// transaction at once (`true`: two transactional producers,
+    /// `<id>-a` and `<id>-b`, alternating), or wait for the commit
+    /// (`false`, the default: one producer, `<id>`; `send` blocks from
+    /// the seal until the commit is done).
+    ///
+    /// Overlapping keeps the sink flowing across the boundary, but gives
+    /// up the order **between** the two transactions within a sink
+    /// partition: a record sent just after the seal can land before one
+    /// sent just before it (two producers, two connections). Within a
+    /// transaction, and for each source partition's offsets, the order
+    /// holds. Use it when the sink's consumers do not depend on the order
+    /// of records sent close together (no compacted sink keyed by
+    /// something two records near a boundary share). Both ids are
+    /// initialised at build, so a restart fences both of a zombie's
+    /// producers. See IMPLEMENTATION.md, "Exactly-once".
+    pub fn overlapping(mut self, overlapping: bool) -> Self {
+        self.overlapping = overlapping;
+        self
+    }
+
+    /// Creates the producers (transactional, `acks=all`, idempotent), runs
+    /// `init_transactions` on each (which fences the previous instance
+    /// with the same id and aborts what it left open), and begins the
+    /// first transaction.
+    pub fn build(self) -> Result<ExactlyOnce<P, O>, TxnError> {
+        let tracker = Arc::new(match self.capacity {
+            Some(capacity) => Tracker::with_capacity(capacity),
+            None => Tracker::new(),
+        });
+        let ids = if self.overlapping {
+            vec![format!("{}-a", self.id), format!("{}-b", self.id)]
+        } else {
+            vec![self.id.clone()]
+        };
+        let mut producers = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let producer: ThreadedProducer<TxnContext<P, O>> = self
+                .config
+                .clone()
+                .set("transactional.id", id)
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .create_with_context(TxnContext::new(tracker.clone()))
+                .map_err(TxnError::Config)?;
+            let deadline = deadline_after(self.timeout);
+            steps::retrying("init_transactions", deadline, |left| {
+                producer.init_transactions(left)
+            })
+            .map_err(Step::into_error)?;
+            producers.push(producer);
+        }
+        producers[0]
+            .begin_transaction()
+            .map_err(|error| TxnError::Fatal {
+                doing: "begin_transaction",
+                error,
+            })?;
+        Ok(ExactlyOnce {
+            tracker,
+            producers,
+            ids,
+            timeout: self.timeout,
+            gate: RwLock::new(Gate {
+                open: 0,
+                state: State::Open,
+            }),
+            books: Mutex::new(Books::default()),
+            seen: Mutex::new(HashSet::new()),
+        })
+    }
+}
+
+/// A transactional pipeline: records sent into the open transaction, each
+/// commit a barrier flush that commits the transaction with the source
+/// offsets in it. See the [module docs](self) for the flow, the rewind and
+/// the error classes.
+///
+/// `send` and the commits take `&self`: share it (`Arc`) between the
+/// threads that send and the one that commits. Commits are serialized.
+pub struct ExactlyOnce<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync + 'static,
+    O: Clone + Send + Sync + 'static,
+{
+    tracker: Arc<Tracker<P, O>>,
+    producers: Vec<ThreadedProducer<TxnContext<P, O>>>,
+    ids: Vec<String>,
+    timeout: Duration,
+    /// Which producer holds the open transaction, and whether sends are
+    /// let in. A send holds it shared from its ticket to its produce, a
+    /// seal exclusively: a record is produced into the transaction whose
+    /// flush covers its ticket.
+    gate: RwLock<Gate>,
+    /// Held through a commit (commits are serialized).
+    books: Mutex<Books<P, O>>,
+    /// Every source partition sent to: what a rewind revokes.
+    seen: Mutex<HashSet<P>>,
+}
+
+impl<P, O> fmt::Debug for ExactlyOnce<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync + 'static,
+    O: Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExactlyOnce")
+            .field("transactional_ids", &self.ids)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Gate {
+    open: usize,
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    Rewinding,
+    Stopped,
+}
+
+/// What the commits keep.
+struct Books<P, O> {
+    /// The last done offset committed for each source partition.
+    committed: HashMap<P, O>,
+    stats: TxnStats,
+}
+
+impl<P, O> Default for Books<P, O> {
+    fn default() -> Self {
+        Self {
+            committed: HashMap::new(),
+            stats: TxnStats::default(),
+        }
+    }
+}
+
+/// Counts of an [`ExactlyOnce`] ([`ExactlyOnce::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TxnStats {
+    /// Transactions committed.
+    pub committed: u64,
+    /// Rewinds (aborted transactions).
+    pub rewound: u64,
+    /// Retriable errors retried.
+    pub retried: u64,
+    /// How long sends were kept out, all commits together: from each seal
+    /// to the next transaction's begin. Without
+    /// [`overlapping`](ExactlyOnceBuilder::overlapping) the whole wait and
+    /// commit; with it, the seal alone.
+    pub paused: Duration,
+}
+
+fn deadline_after(timeout: Duration) -> Instant {
+    crate::revocation::deadline_after(Instant::now(), timeout)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<P, O> ExactlyOnce<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync + 'static,
+    O: Clone + Send + Sync + 'static,
+{
+    /// A builder for the pipeline whose producer(s) take the transactional
+    /// id `transactional_id` (see [`transactional_id`]), reaching the
+    /// brokers `config` names (its `bootstrap.servers` and security
+    /// settings; the builder sets `transactional.id`, `acks` and
+    /// idempotence on top).
+    pub fn builder(config: &ClientConfig, transactional_id: &str) -> ExactlyOnceBuilder<P, O> {
+        ExactlyOnceBuilder {
+            config: config.clone(),
+            id: transactional_id.to_owned(),
+            timeout: Duration::from_secs(30),
+            capacity: None,
+            overlapping: false,
+            _types: std::marker::PhantomData,
+        }
+    }
+
+    /// The tracker of the records in flight (for its statistics).
+    pub fn tracker(&self) -> &Arc<Tracker<P, O>> {
+        &self.tracker
+    }
+
+    /// The producers' transactional ids.
+    pub fn transactional_ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// Counts so far.
+    pub fn stats(&self) -> TxnStats {
+        lock(&self.books).stats
+    }
+
+    /// Sends `record` into the open transaction, as the result of source
+    /// `partition`'s record at `offset`: its ticket is its delivery
+    /// opaque, and the commit that covers it stores `offset` as done once
+    /// it is delivered (its own opaque, if any, is replaced).
+    ///
+    /// Waits for room while the tracker is at capacity or the producer's
+    /// queue is full (at most the timeout). A record refused
+    /// ([`TxnError::Refused`]) is failed on the tracker: the next commit
+    /// rewinds. [`TxnError::Rewinding`] until [`resume`](Self::resume)
+    /// after a rewind; [`TxnError::Stopped`] after a fatal error.
+    pub fn send<K, V, D>(
+        &self,
+        partition: P,
+        offset: O,
+        record: BaseRecord<'_, K, V, D>,
+    ) -> Result<(), TxnError>
+    where
+        K: ToBytes + ?Sized,
+        V: ToBytes + ?Sized,
+        D: rdkafka::util::IntoOpaque,
+    {
+        let gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        match gate.state {
+            State::Open => {}
+            State::Rewinding => return Err(TxnError::Rewinding),
+            State::Stopped => return Err(TxnError::Stopped),
+        }
+        {
+            let mut seen = lock(&self.seen);
+            if !seen.contains(&partition) {
+                seen.insert(partition.clone());
+            }
+        }
+        let deadline = deadline_after(self.timeout);
+        let ticket = self
+            .tracker
+            .send_timeout(partition, offset, self.timeout)
+            .map_err(|e| TxnError::Tracker(e.to_string()))?;
+        let mut record = BaseRecord {
+            topic: record.topic,
+            partition: record.partition,
+            payload: record.payload,
+            key: record.key,
+            timestamp: record.timestamp,
+            headers: record.headers,
+            delivery_opaque: TicketOpaque::from(ticket),
+        };
+        let producer = &self.producers[gate.open];
+        loop {
+            match producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((error, back))
+                    if crate::producer::is_queue_full(&error) && Instant::now() < deadline =>
+                {
+                    record = back;
+                    // The producer's thread serves deliveries, which make
+                    // room; wait for one.
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((error, refused)) => {
+                    let _ = refused.delivery_opaque.fail(&self.tracker);
+                    return Err(TxnError::Refused(error));
+                }
+            }
+        }
+    }
+
+    /// After [`Outcome::Rewound`], once the source is sought back: begins
+    /// the next transaction and lets sends in again. Nothing to do (`Ok`)
+    /// when no rewind is pending.
+    pub fn resume(&self) -> Result<(), TxnError> {
+        let _books = lock(&self.books);
+        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        match gate.state {
+            State::Open => Ok(()),
+            State::Stopped => Err(TxnError::Stopped),
+            State::Rewinding => {
+                // A send refused while rewinding made no ticket; those
+                // sent before the rewind were revoked with their lives.
+                let open = gate.open;
+                self.begin(&mut gate, open)?;
+                gate.state = State::Open;
+                Ok(())
+            }
+        }
+    }
+
+    /// Begins a transaction on producer `index`; a failure stops.
+    fn begin(&self, gate: &mut Gate, index: usize) -> Result<(), TxnError> {
+        self.producers[index].begin_transaction().map_err(|error| {
+            gate.state = State::Stopped;
+            TxnError::Fatal {
+                doing: "begin_transaction",
+                error,
+            }
+        })
+    }
+
+    /// The commit: seal, wait, `write` the offsets into the sealed
+    /// transaction, commit it, commit the flush.
+    fn commit_with<W>(&self, write: W) -> Result<Outcome<P, O>, TxnError>
+    where
+        W: FnOnce(&ThreadedProducer<TxnContext<P, O>>, &HashMap<P, O>, Instant) -> Result<(), Step>,
+    {
+        let mut books = lock(&self.books);
+        let sealed_at = Instant::now();
+        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        match gate.state {
+            State::Open => {}
+            State::Rewinding => return Err(TxnError::Rewinding),
+            State::Stopped => return Err(TxnError::Stopped),
+        }
+        let mut flush = self
+            .tracker
+            .begin_flush_owned()
+            .map_err(|e| TxnError::Tracker(e.to_string()))?;
+        let sealed = gate.open;
+        // Overlapping: the next transaction opens now, and sends go on
+        // while this one waits and commits.
+        let held: Option<RwLockWriteGuard<'_, Gate>> = if self.producers.len() == 2 {
+            let next = 1 - sealed;
+            self.begin(&mut gate, next)?;
+            gate.open = next;
+            drop(gate);
+            books.stats.paused += sealed_at.elapsed();
+            None
+        } else {
+            Some(gate)
+        };
+        let deadline = deadline_after(self.timeout);
+        let producer = &self.producers[sealed];
+        let done = match flush.wait(self.timeout) {
+            Ok(offsets) => write(producer, &offsets, deadline).and_then(|()| {
+                let retried = steps::retrying("commit_transaction", deadline, |left| {
+                    producer.commit_transaction(left)
+                })?;
+                Ok((offsets, retried))
+            }),
+            Err(FlushError::Failed { failed }) => Err(Step::Abort(format!(
+                "{failed} records of the transaction were not delivered"
+            ))),
+            Err(error) => Err(Step::Abort(format!("waiting for the deliveries: {error}"))),
+        };
+        let mut gate = match held {
+            Some(gate) => gate,
+            None => self.gate.write().unwrap_or_else(PoisonError::into_inner),
+        };
+        match done {
+            Ok((offsets, retried)) => {
+                books.stats.retried += retried;
+                // Every record covered is delivered and committed: the
+                // flush commits (`wait` returned `Ok`, so it cannot fail).
+                let _ = flush.commit();
+                books.stats.committed += 1;
+                for (partition, offset) in &offsets {
+                    books.committed.insert(partition.clone(), offset.clone());
+                }
+                if self.producers.len() == 1 {
+                    // The gate was held through the commit: the next
+                    // transaction begins on the same producer.
+                    self.begin(&mut gate, sealed)?;
+                    books.stats.paused += sealed_at.elapsed();
+                }
+                Ok(Outcome::Committed(offsets))
+            }
+            Err(Step::Abort(cause)) => {
+                drop(flush);
+                self.rewind(&mut books, &mut gate, sealed, cause)
+            }
+            Err(Step::Stop(error)) => {
+                drop(flush);
+                gate.state = State::Stopped;
+                Err(error)
+            }
+        }
+    }
+
+    /// Aborts the sealed transaction (and the open one, overlapping),
+    /// revokes every partition sent to, and waits for `resume`.
+    fn rewind(
+        &self,
+        books: &mut Books<P, O>,
+        gate: &mut Gate,
+        sealed: usize,
+        cause: String,
+    ) -> Result<Outcome<P, O>, TxnError> {
+        let deadline = deadline_after(self.timeout);
+        let mut aborting = vec![sealed];
+        if gate.open != sealed {
+            aborting.push(gate.open);
+        }
+        for index in aborting {
+            let producer = &self.producers[index];
+            if let Err(step) = steps::retrying("abort_transaction", deadline, |left| {
+                producer.abort_transaction(left)
+            }) {
+                gate.state = State::Stopped;
+                return Err(step.into_error());
+            }
+        }
+        // After the aborts (which return once the purged records are
+        // reported): the ended lives' late acks find their tickets revoked.
+        let partitions: Vec<P> = lock(&self.seen).iter().cloned().collect();
+        for partition in &partitions {
+            let _ = self.tracker.revoke(partition);
+        }
+        gate.state = State::Rewinding;
+        books.stats.rewound += 1;
+        let committed = partitions
+            .iter()
+            .filter_map(|p| books.committed.get(p).map(|o| (p.clone(), o.clone())))
+            .collect();
+        Ok(Outcome::Rewound(Rewind {
+            partitions,
+            committed,
+            cause,
+        }))
+    }
+}
+
+impl ExactlyOnce<TopicPartition, i64> {
+    /// Commits the open transaction with its source offsets in the
+    /// consumer group `group` describes (`consumer.group_metadata()`, taken
+    /// now: it carries the group's generation, which fences a consumer
+    /// that lost its partitions): each source partition's last done
+    /// offset `+ 1`, through `send_offsets_to_transaction`.
+    pub fn commit_to_group(
+        &self,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<Outcome<TopicPartition, i64>, TxnError> {
+        self.commit_with(|producer, offsets, deadline| {
+            if offsets.is_empty() {
+                return Ok(());
+            }
+            let mut list = TopicPartitionList::with_capacity(offsets.len());
+            for (partition, offset) in offsets {
+                list.add_partition_offset(
+                    &partition.topic,
+                    partition.partition,
+                    Offset::Offset(offset.saturating_add(1)),
+                )
+                .map_err(|error| {
+                    Step::Stop(TxnError::Fatal {
+                        doing: "listing the offsets",
+                        error,
+                    })
+                })?;
+            }
+            steps::retrying("send_offsets_to_transaction", deadline, |left| {
+                producer.send_offsets_to_transaction(&list, group, left)
+            })
+            .map(|_| ())
+        })
+    }
+}
+
+impl<P, O> ExactlyOnce<P, O>
+where
+    P: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
+    O: Clone + Send + Sync + Serialize + 'static,
+{
+    /// Commits the open transaction with its source offsets written into
+    /// the offsets topic `topic` under `task`, by the same producer, in
+    /// the same transaction: one record per source partition, as
+    /// [`KafkaOffsetStore`](crate::KafkaOffsetStore) keeps them (its
+    /// `load` with the same topic and task reads them back; the last done
+    /// offset, as a flush gives it). The topic must exist (compacted).
+    pub fn commit_to_topic(&self, topic: &str, task: &str) -> Result<Outcome<P, O>, TxnError> {
+        self.commit_with(|producer, offsets, deadline| {
+            producer.context().begin_offsets();
+            for (partition, offset) in offsets {
+                let encoded = crate::offset_topic::record_key(task, partition)
+                    .and_then(|key| Ok((key, crate::offset_topic::record_value(offset)?)));
+                let (key, value) = encoded.map_err(|e| {
+                    Step::Stop(TxnError::Encode {
+                        topic: topic.to_owned(),
+                        reason: e.to_string(),
+                    })
+                })?;
+                let mut record = BaseRecord::with_opaque_to(topic, TicketOpaque::NONE)
+                    .partition(0)
+                    .key(&key)
+                    .payload(&value);
+                loop {
+                    match producer.send(record) {
+                        Ok(()) => break,
+                        Err((error, back))
+                            if crate::producer::is_queue_full(&error)
+                                && Instant::now() < deadline =>
+                        {
+                            record = back;
+                            producer.poll(Duration::from_millis(10));
+                        }
+                        Err((error, _)) => return Err(classify_send(error)),
+                    }
+                }
+            }
+            match producer.context().wait_offsets(offsets.len(), deadline) {
+                OffsetsDelivered::All => Ok(()),
+                OffsetsDelivered::Failed(error) => Err(Step::Abort(format!(
+                    "an offsets record was not delivered: {error}"
+                ))),
+                OffsetsDelivered::TimedOut => Err(Step::Abort(
+                    "the offsets records were not delivered in time".to_owned(),
+                )),
+            }
+        })
+    }
+}
+
+/// A produce refused at once: a transaction state error (abortable state)
+/// aborts; anything else too (a record too large for the offsets topic).
+fn classify_send(error: KafkaError) -> Step {
+    Step::Abort(format!("producing an offsets record: {error}"))
+}
+
+impl Rewind<TopicPartition, i64> {
+    /// Seeks `consumer` back: each revoked partition it has assigned to
+    /// its committed offset (the last done offset this pipeline committed
+    /// `+ 1`; for a partition it never committed, the group's committed
+    /// offset, or its beginning if the group has none). Partitions no
+    /// longer assigned are left alone.
+    pub fn seek<C: ConsumerContext, K: Consumer<C>>(
+        &self,
+        consumer: &K,
+        timeout: Duration,
+    ) -> Result<(), KafkaError> {
+        let assigned = consumer.assignment()?;
+        let mut unknown = TopicPartitionList::new();
+        let mut list = TopicPartitionList::new();
+        for partition in &self.partitions {
+            if assigned
+                .find_partition(&partition.topic, partition.partition)
+                .is_none()
+            {
+                continue;
+            }
+            match self.committed.get(partition) {
+                Some(done) => list.add_partition_offset(
+                    &partition.topic,
+                    partition.partition,
+                    Offset::Offset(done.saturating_add(1)),
+                )?,
+                None => {
+                    unknown.add_partition(&partition.topic, partition.partition);
+                }
+            }
+        }
+        if unknown.count() > 0 {
+            for element in consumer.committed_offsets(unknown, timeout)?.elements() {
+                let offset = match element.offset() {
+                    Offset::Offset(next) => Offset::Offset(next),
+                    _ => Offset::Beginning,
+                };
+                list.add_partition_offset(element.topic(), element.partition(), offset)?;
+            }
+        }
+        if list.count() == 0 {
+            return Ok(());
+        }
+        let failed = consumer.seek_partitions(list, timeout)?;
+        for element in failed.elements() {
+            element.error()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "transaction_tests.rs"]
+mod tests;

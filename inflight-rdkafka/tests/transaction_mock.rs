@@ -1,0 +1,347 @@
+//! The transactional flush ([`ExactlyOnce`]) against librdkafka's mock
+//! cluster, which accepts every transactional request and implements none
+//! of the semantics, but injects errors (`MockCluster::request_errors`):
+//! the API flow and what each error class does. Each test drives a
+//! simulated source (offsets 0.. of `source/0`) to its end through
+//! commits, seeking back on each rewind, and checks that every source
+//! offset was committed exactly once, in order.
+
+use inflight::store::OffsetStore;
+use inflight_rdkafka::transaction::{transactional_id, ExactlyOnce, Outcome, TxnError};
+use inflight_rdkafka::{KafkaOffsetStore, TopicPartition};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext};
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use std::collections::HashMap;
+use std::time::Duration;
+
+type Cluster = MockCluster<'static, DefaultProducerContext>;
+
+fn cluster() -> Cluster {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("sink", 2, 1).unwrap();
+    cluster.create_topic("offsets", 1, 1).unwrap();
+    cluster.create_topic("source", 1, 1).unwrap();
+    cluster
+}
+
+fn config(cluster: &Cluster) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", cluster.bootstrap_servers());
+    config
+}
+
+/// The group metadata a consume → transform → produce worker passes.
+fn group(cluster: &Cluster) -> ConsumerGroupMetadata {
+    let consumer: BaseConsumer = config(cluster)
+        .set("group.id", "group")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.group_metadata().unwrap()
+}
+
+fn pipeline(cluster: &Cluster, overlapping: bool) -> ExactlyOnce<TopicPartition, i64> {
+    ExactlyOnce::builder(&config(cluster), &transactional_id("copy", 0))
+        .overlapping(overlapping)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+fn source() -> TopicPartition {
+    TopicPartition::new("source", 0)
+}
+
+/// Sends source offsets `from..to` into the open transaction.
+fn send_range(txn: &ExactlyOnce<TopicPartition, i64>, from: i64, to: i64) {
+    for offset in from..to {
+        let payload = offset.to_string();
+        let record = BaseRecord::<(), str>::to("sink").payload(&payload);
+        txn.send(source(), offset, record).unwrap();
+    }
+}
+
+/// What the source saw: each commit's range, and the rewinds.
+#[derive(Default, Debug)]
+struct Run {
+    /// The source position: the next offset to read.
+    position: i64,
+    /// Every offset committed, in commit order.
+    committed: Vec<i64>,
+    rewinds: usize,
+}
+
+impl Run {
+    /// One round: read `batch` records, commit; on a rewind seek back.
+    fn round(
+        &mut self,
+        txn: &ExactlyOnce<TopicPartition, i64>,
+        batch: i64,
+        commit: impl FnOnce() -> Result<Outcome<TopicPartition, i64>, TxnError>,
+    ) -> Result<(), TxnError> {
+        let start = self.committed.last().map_or(0, |last| last + 1);
+        send_range(txn, self.position, self.position + batch);
+        self.position += batch;
+        let outcome = commit()?;
+        match outcome {
+            Outcome::Committed(offsets) => {
+                if let Some(&done) = offsets.get(&source()) {
+                    self.committed.extend(start..=done);
+                    assert_eq!(done, self.position - 1, "the whole batch is covered");
+                }
+            }
+            Outcome::Rewound(rewind) => {
+                self.rewinds += 1;
+                assert_eq!(rewind.partitions(), [source()], "every partition revoked");
+                let back = rewind.committed().get(&source()).map_or(0, |done| done + 1);
+                assert_eq!(back, start, "sought back to the committed offset");
+                self.position = back;
+                assert!(matches!(
+                    txn.send(
+                        source(),
+                        back,
+                        BaseRecord::<(), str>::to("sink").payload("x")
+                    ),
+                    Err(TxnError::Rewinding)
+                ));
+                txn.resume().unwrap();
+            }
+        }
+        Ok(())
+    }
+
+    /// Every offset below `end` committed once, in order.
+    fn assert_exactly_once(&self, end: i64) {
+        assert_eq!(self.committed, (0..end).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn commits_to_the_group_cover_every_record_once() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    let mut run = Run::default();
+    for _ in 0..3 {
+        run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    }
+    run.assert_exactly_once(15);
+    assert_eq!(run.rewinds, 0);
+    // Nothing sent: an empty commit.
+    assert!(matches!(txn.commit_to_group(&group), Ok(Outcome::Committed(o)) if o.is_empty()));
+    let stats = txn.stats();
+    assert_eq!((stats.committed, stats.rewound), (4, 0));
+    assert_eq!(txn.tracker().in_flight(), 0);
+}
+
+#[test]
+fn commits_to_an_offsets_topic_are_what_the_offset_store_loads() {
+    let cluster = cluster();
+    let txn: ExactlyOnce<String, u64> =
+        ExactlyOnce::builder(&config(&cluster), &transactional_id("files", "orders"))
+            .build()
+            .unwrap();
+    for (file, offset) in [("a.csv", 10), ("b.csv", 4), ("a.csv", 11)] {
+        let record = BaseRecord::<(), str>::to("sink").payload("row");
+        txn.send(file.to_owned(), offset, record).unwrap();
+    }
+    let Outcome::Committed(offsets) = txn.commit_to_topic("offsets", "orders").unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(
+        offsets,
+        HashMap::from([("a.csv".into(), 11), ("b.csv".into(), 4)])
+    );
+    let mut store: KafkaOffsetStore<String, u64> =
+        KafkaOffsetStore::builder(&config(&cluster), "offsets", "orders")
+            .check_topic(false)
+            .open()
+            .unwrap();
+    assert_eq!(store.load().unwrap(), offsets);
+}
+
+/// The source's end in the scenarios: three batches of five.
+const END: i64 = 15;
+
+/// A scenario: one clean commit, then `errors` injected on `api`, then
+/// rounds until the source's end is committed (or an error stops it).
+fn scenario(
+    api: RDKafkaApiKey,
+    errors: &[RDKafkaRespErr],
+    overlapping: bool,
+) -> (Run, Result<(), TxnError>, ExactlyOnce<TopicPartition, i64>) {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, overlapping);
+    let group = group(&cluster);
+    let mut run = Run::default();
+    run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    cluster.request_errors(api, errors);
+    let mut result = Ok(());
+    for _ in 0..20 {
+        if run.committed.len() as i64 >= END {
+            break;
+        }
+        let batch = (END - run.position).max(0);
+        if let Err(error) = run.round(&txn, batch, || txn.commit_to_group(&group)) {
+            result = Err(error);
+            break;
+        }
+    }
+    (run, result, txn)
+}
+
+/// The scenario ran to the end, every offset committed once, after at
+/// least one rewind.
+fn assert_rewound_then_exactly_once(api: RDKafkaApiKey, error: RDKafkaRespErr) {
+    for overlapping in [false, true] {
+        let (run, result, txn) = scenario(api, &[error], overlapping);
+        result.unwrap();
+        run.assert_exactly_once(END);
+        assert!(run.rewinds >= 1, "{api:?} {error:?}: rewound");
+        assert_eq!(txn.stats().rewound as usize, run.rewinds);
+    }
+}
+
+/// The scenario ran to the end without a rewind: the retriable errors
+/// were retried (by librdkafka, or by the pipeline).
+fn assert_retried_then_exactly_once(api: RDKafkaApiKey, errors: &[RDKafkaRespErr]) {
+    let (run, result, _) = scenario(api, errors, false);
+    result.unwrap();
+    run.assert_exactly_once(END);
+    assert_eq!(run.rewinds, 0, "{api:?}: retried, not rewound");
+}
+
+/// The scenario stopped at the injection with a fatal error: nothing
+/// after the clean commit was committed, and the pipeline refuses
+/// everything after.
+fn assert_fatal(api: RDKafkaApiKey, error: RDKafkaRespErr) {
+    let (run, result, txn) = scenario(api, &[error], false);
+    assert!(
+        matches!(result, Err(TxnError::Fatal { .. })),
+        "{api:?} {error:?}: {result:?}"
+    );
+    run.assert_exactly_once(5);
+    let record = BaseRecord::<(), str>::to("sink").payload("x");
+    assert!(matches!(
+        txn.send(source(), 99, record),
+        Err(TxnError::Stopped)
+    ));
+    assert!(matches!(txn.resume(), Err(TxnError::Stopped)));
+}
+
+use RDKafkaApiKey as Api;
+use RDKafkaRespErr as E;
+
+#[test]
+fn a_record_not_delivered_rewinds_and_the_redo_commits_once() {
+    assert_rewound_then_exactly_once(Api::Produce, E::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+}
+
+#[test]
+fn abortable_errors_at_send_offsets_rewind() {
+    assert_rewound_then_exactly_once(
+        Api::AddOffsetsToTxn,
+        E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+    );
+    assert_rewound_then_exactly_once(
+        Api::TxnOffsetCommit,
+        E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+    );
+    // A consumer that lost its partitions to a rebalance (KIP-447).
+    assert_rewound_then_exactly_once(
+        Api::TxnOffsetCommit,
+        E::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+    );
+}
+
+#[test]
+fn an_abortable_error_at_commit_rewinds() {
+    assert_rewound_then_exactly_once(Api::EndTxn, E::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID);
+}
+
+#[test]
+fn retriable_errors_are_retried_at_every_step() {
+    let busy = [E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 3];
+    assert_retried_then_exactly_once(Api::AddOffsetsToTxn, &busy);
+    assert_retried_then_exactly_once(Api::TxnOffsetCommit, &busy);
+    assert_retried_then_exactly_once(Api::EndTxn, &busy);
+}
+
+#[test]
+fn a_retriable_error_past_the_timeout_stops() {
+    let cluster = cluster();
+    let txn = ExactlyOnce::builder(&config(&cluster), &transactional_id("copy", 0))
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let group = group(&cluster);
+    let mut run = Run::default();
+    run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    // Far more errors than retries fit in two seconds (each librdkafka
+    // retry backs off 100 ms): a slower machine only consumes fewer.
+    cluster.request_errors(
+        Api::EndTxn,
+        &[E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 2000],
+    );
+    let result = run.round(&txn, 5, || txn.commit_to_group(&group));
+    assert!(
+        matches!(
+            result,
+            Err(TxnError::TimedOut {
+                doing: "commit_transaction",
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    cluster.clear_request_errors(Api::EndTxn);
+    run.assert_exactly_once(5);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Err(TxnError::Stopped)
+    ));
+}
+
+#[test]
+fn fatal_errors_stop_at_every_step() {
+    assert_fatal(Api::AddOffsetsToTxn, E::RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
+    assert_fatal(
+        Api::TxnOffsetCommit,
+        E::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+    );
+    // Fenced: another instance initialised the same transactional id.
+    assert_fatal(Api::EndTxn, E::RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+}
+
+#[test]
+fn init_transactions_retries_a_busy_coordinator_and_stops_when_refused() {
+    let cluster = cluster();
+    cluster.request_errors(
+        Api::InitProducerId,
+        &[E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 3],
+    );
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    let mut run = Run::default();
+    run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    run.assert_exactly_once(5);
+    let cluster = self::cluster();
+    cluster.request_errors(
+        Api::InitProducerId,
+        &[E::RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED],
+    );
+    let refused = ExactlyOnce::<TopicPartition, i64>::builder(&config(&cluster), "copy-0").build();
+    assert!(
+        matches!(
+            refused,
+            Err(TxnError::Fatal {
+                doing: "init_transactions",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}
