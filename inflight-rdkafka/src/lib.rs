@@ -131,7 +131,6 @@ pub mod producer;
 mod revocation;
 pub mod store;
 pub mod transaction;
-mod transaction_context;
 
 pub use commits::Commits;
 pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, TopicPartition};

@@ -105,24 +105,24 @@
 //! # }
 //! ```
 
-use crate::consumer::TopicPartition;
 use crate::producer::TicketOpaque;
-use crate::transaction_context::{OffsetsDelivered, TxnContext};
+use context::TxnContext;
 use inflight::{FlushError, Tracker};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{Consumer, ConsumerContext, ConsumerGroupMetadata};
-use rdkafka::error::KafkaError;
 use rdkafka::message::ToBytes;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+mod builder;
+mod context;
+mod offsets;
 mod steps;
+pub use builder::ExactlyOnceBuilder;
 use steps::Step;
 pub use steps::{Rewind, TxnError};
 
@@ -153,120 +153,6 @@ pub enum Outcome<P, O> {
     Rewound(Rewind<P, O>),
 }
 
-/// How [`ExactlyOnce::builder`] builds one.
-pub struct ExactlyOnceBuilder<P, O> {
-    config: ClientConfig,
-    id: String,
-    timeout: Duration,
-    capacity: Option<usize>,
-    overlapping: bool,
-    _types: std::marker::PhantomData<fn() -> (P, O)>,
-}
-
-impl<P, O> fmt::Debug for ExactlyOnceBuilder<P, O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExactlyOnceBuilder")
-            .field("id", &self.id)
-            .field("timeout", &self.timeout)
-            .field("capacity", &self.capacity)
-            .field("overlapping", &self.overlapping)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<P, O> ExactlyOnceBuilder<P, O>
-where
-    P: Hash + Eq + Clone + Send + Sync + 'static,
-    O: Clone + Send + Sync + 'static,
-{
-    /// How long a step may retry a retriable error, and wait for
-    /// deliveries (30 s by default): past it, a flush waiting for
-    /// deliveries rewinds, a retriable error stops the pipeline.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The most records in flight (the tracker's capacity; its default
-    /// otherwise): `send` waits for room, at most the timeout.
-    pub fn capacity(mut self, max_in_flight: usize) -> Self {
-        self.capacity = Some(max_in_flight);
-        self
-    }
-
-    /// Whether records sent while a commit waits go into the next
-    /// transaction at once (`true`: two transactional producers,
-    /// `<id>-a` and `<id>-b`, alternating), or wait for the commit
-    /// (`false`, the default: one producer, `<id>`; `send` blocks from
-    /// the seal until the commit is done).
-    ///
-    /// Overlapping keeps the sink flowing across the boundary, but gives
-    /// up the order **between** the two transactions within a sink
-    /// partition: a record sent just after the seal can land before one
-    /// sent just before it (two producers, two connections). Within a
-    /// transaction, and for each source partition's offsets, the order
-    /// holds. Use it when the sink's consumers do not depend on the order
-    /// of records sent close together (no compacted sink keyed by
-    /// something two records near a boundary share). Both ids are
-    /// initialised at build, so a restart fences both of a zombie's
-    /// producers. See IMPLEMENTATION.md, "Exactly-once".
-    pub fn overlapping(mut self, overlapping: bool) -> Self {
-        self.overlapping = overlapping;
-        self
-    }
-
-    /// Creates the producers (transactional, `acks=all`, idempotent), runs
-    /// `init_transactions` on each (which fences the previous instance
-    /// with the same id and aborts what it left open), and begins the
-    /// first transaction.
-    pub fn build(self) -> Result<ExactlyOnce<P, O>, TxnError> {
-        let tracker = Arc::new(match self.capacity {
-            Some(capacity) => Tracker::with_capacity(capacity),
-            None => Tracker::new(),
-        });
-        let ids = if self.overlapping {
-            vec![format!("{}-a", self.id), format!("{}-b", self.id)]
-        } else {
-            vec![self.id.clone()]
-        };
-        let mut producers = Vec::with_capacity(ids.len());
-        for id in &ids {
-            let producer: ThreadedProducer<TxnContext<P, O>> = self
-                .config
-                .clone()
-                .set("transactional.id", id)
-                .set("enable.idempotence", "true")
-                .set("acks", "all")
-                .create_with_context(TxnContext::new(tracker.clone()))
-                .map_err(TxnError::Config)?;
-            let deadline = deadline_after(self.timeout);
-            steps::retrying("init_transactions", deadline, |left| {
-                producer.init_transactions(left)
-            })
-            .map_err(Step::into_error)?;
-            producers.push(producer);
-        }
-        producers[0]
-            .begin_transaction()
-            .map_err(|error| TxnError::Fatal {
-                doing: "begin_transaction",
-                error,
-            })?;
-        Ok(ExactlyOnce {
-            tracker,
-            producers,
-            ids,
-            timeout: self.timeout,
-            gate: RwLock::new(Gate {
-                open: 0,
-                state: State::Open,
-            }),
-            books: Mutex::new(Books::default()),
-            seen: Mutex::new(HashSet::new()),
-        })
-    }
-}
-
 /// A transactional pipeline: records sent into the open transaction, each
 /// commit a barrier flush that commits the transaction with the source
 /// offsets in it. See the [module docs](self) for the flow, the rewind and
@@ -290,8 +176,14 @@ where
     gate: RwLock<Gate>,
     /// Held through a commit (commits are serialized).
     books: Mutex<Books<P, O>>,
+    /// Counts, apart from `books`: read without waiting for a commit.
+    stats: Mutex<TxnStats>,
     /// Every source partition sent to: what a rewind revokes.
     seen: Mutex<HashSet<P>>,
+    /// A record of the open transaction was refused by the tracker (no
+    /// ticket, so no flush sees it): the transaction must not commit, or
+    /// later records of its partition would pass over it.
+    dropped: AtomicBool,
 }
 
 impl<P, O> fmt::Debug for ExactlyOnce<P, O>
@@ -323,14 +215,12 @@ enum State {
 struct Books<P, O> {
     /// The last done offset committed for each source partition.
     committed: HashMap<P, O>,
-    stats: TxnStats,
 }
 
 impl<P, O> Default for Books<P, O> {
     fn default() -> Self {
         Self {
             committed: HashMap::new(),
-            stats: TxnStats::default(),
         }
     }
 }
@@ -339,6 +229,8 @@ impl<P, O> Default for Books<P, O> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TxnStats {
+    /// Transactions sealed: commits begun.
+    pub sealed: u64,
     /// Transactions committed.
     pub committed: u64,
     /// Rewinds (aborted transactions).
@@ -381,9 +273,9 @@ where
         }
     }
 
-    /// The tracker of the records in flight (for its statistics).
-    pub fn tracker(&self) -> &Arc<Tracker<P, O>> {
-        &self.tracker
+    /// Records sent and not yet delivered (nor revoked by a rewind).
+    pub fn in_flight(&self) -> usize {
+        self.tracker.in_flight()
     }
 
     /// The producers' transactional ids.
@@ -393,7 +285,7 @@ where
 
     /// Counts so far.
     pub fn stats(&self) -> TxnStats {
-        lock(&self.books).stats
+        *lock(&self.stats)
     }
 
     /// Sends `record` into the open transaction, as the result of source
@@ -402,9 +294,11 @@ where
     /// it is delivered (its own opaque, if any, is replaced).
     ///
     /// Waits for room while the tracker is at capacity or the producer's
-    /// queue is full (at most the timeout). A record refused
-    /// ([`TxnError::Refused`]) is failed on the tracker: the next commit
-    /// rewinds. [`TxnError::Rewinding`] until [`resume`](Self::resume)
+    /// queue is full (at most the timeout). A record refused, by the
+    /// producer ([`TxnError::Refused`]) or the tracker
+    /// ([`TxnError::Tracker`]), makes the next commit rewind: no later
+    /// record of its partition may be committed past it. Keep reading;
+    /// the rewind seeks back to it. [`TxnError::Rewinding`] until [`resume`](Self::resume)
     /// after a rewind; [`TxnError::Stopped`] after a fatal error.
     pub fn send<K, V, D>(
         &self,
@@ -430,10 +324,15 @@ where
             }
         }
         let deadline = deadline_after(self.timeout);
-        let ticket = self
-            .tracker
-            .send_timeout(partition, offset, self.timeout)
-            .map_err(|e| TxnError::Tracker(e.to_string()))?;
+        let ticket = match self.tracker.send_timeout(partition, offset, self.timeout) {
+            Ok(ticket) => ticket,
+            Err(error) => {
+                // Relaxed: read by the seal, under the gate's write lock,
+                // which orders it after this send (held shared).
+                self.dropped.store(true, Ordering::Relaxed);
+                return Err(TxnError::Tracker(error.to_string()));
+            }
+        };
         let mut record = BaseRecord {
             topic: record.topic,
             partition: record.partition,
@@ -513,6 +412,10 @@ where
             .begin_flush_owned()
             .map_err(|e| TxnError::Tracker(e.to_string()))?;
         let sealed = gate.open;
+        lock(&self.stats).sealed += 1;
+        // Relaxed: under the write lock (see `send`). A refusal after the
+        // seal is the next transaction's.
+        let dropped = self.dropped.swap(false, Ordering::Relaxed);
         // Overlapping: the next transaction opens now, and sends go on
         // while this one waits and commits.
         let held: Option<RwLockWriteGuard<'_, Gate>> = if self.producers.len() == 2 {
@@ -520,7 +423,7 @@ where
             self.begin(&mut gate, next)?;
             gate.open = next;
             drop(gate);
-            books.stats.paused += sealed_at.elapsed();
+            lock(&self.stats).paused += sealed_at.elapsed();
             None
         } else {
             Some(gate)
@@ -528,6 +431,9 @@ where
         let deadline = deadline_after(self.timeout);
         let producer = &self.producers[sealed];
         let done = match flush.wait(self.timeout) {
+            Ok(_) if dropped => Err(Step::Abort(
+                "the tracker refused a record of the transaction".to_owned(),
+            )),
             Ok(offsets) => write(producer, &offsets, deadline).and_then(|()| {
                 let retried = steps::retrying("commit_transaction", deadline, |left| {
                     producer.commit_transaction(left)
@@ -545,11 +451,11 @@ where
         };
         match done {
             Ok((offsets, retried)) => {
-                books.stats.retried += retried;
+                lock(&self.stats).retried += retried;
                 // Every record covered is delivered and committed: the
                 // flush commits (`wait` returned `Ok`, so it cannot fail).
                 let _ = flush.commit();
-                books.stats.committed += 1;
+                lock(&self.stats).committed += 1;
                 for (partition, offset) in &offsets {
                     books.committed.insert(partition.clone(), offset.clone());
                 }
@@ -557,7 +463,7 @@ where
                     // The gate was held through the commit: the next
                     // transaction begins on the same producer.
                     self.begin(&mut gate, sealed)?;
-                    books.stats.paused += sealed_at.elapsed();
+                    lock(&self.stats).paused += sealed_at.elapsed();
                 }
                 Ok(Outcome::Committed(offsets))
             }
@@ -603,7 +509,10 @@ where
             let _ = self.tracker.revoke(partition);
         }
         gate.state = State::Rewinding;
-        books.stats.rewound += 1;
+        // Relaxed: under the write lock. What the aborted transactions
+        // dropped is rewound with them.
+        self.dropped.store(false, Ordering::Relaxed);
+        lock(&self.stats).rewound += 1;
         let committed = partitions
             .iter()
             .filter_map(|p| books.committed.get(p).map(|o| (p.clone(), o.clone())))
@@ -613,154 +522,6 @@ where
             committed,
             cause,
         }))
-    }
-}
-
-impl ExactlyOnce<TopicPartition, i64> {
-    /// Commits the open transaction with its source offsets in the
-    /// consumer group `group` describes (`consumer.group_metadata()`, taken
-    /// now: it carries the group's generation, which fences a consumer
-    /// that lost its partitions): each source partition's last done
-    /// offset `+ 1`, through `send_offsets_to_transaction`.
-    pub fn commit_to_group(
-        &self,
-        group: &ConsumerGroupMetadata,
-    ) -> Result<Outcome<TopicPartition, i64>, TxnError> {
-        self.commit_with(|producer, offsets, deadline| {
-            if offsets.is_empty() {
-                return Ok(());
-            }
-            let mut list = TopicPartitionList::with_capacity(offsets.len());
-            for (partition, offset) in offsets {
-                list.add_partition_offset(
-                    &partition.topic,
-                    partition.partition,
-                    Offset::Offset(offset.saturating_add(1)),
-                )
-                .map_err(|error| {
-                    Step::Stop(TxnError::Fatal {
-                        doing: "listing the offsets",
-                        error,
-                    })
-                })?;
-            }
-            steps::retrying("send_offsets_to_transaction", deadline, |left| {
-                producer.send_offsets_to_transaction(&list, group, left)
-            })
-            .map(|_| ())
-        })
-    }
-}
-
-impl<P, O> ExactlyOnce<P, O>
-where
-    P: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
-    O: Clone + Send + Sync + Serialize + 'static,
-{
-    /// Commits the open transaction with its source offsets written into
-    /// the offsets topic `topic` under `task`, by the same producer, in
-    /// the same transaction: one record per source partition, as
-    /// [`KafkaOffsetStore`](crate::KafkaOffsetStore) keeps them (its
-    /// `load` with the same topic and task reads them back; the last done
-    /// offset, as a flush gives it). The topic must exist (compacted).
-    pub fn commit_to_topic(&self, topic: &str, task: &str) -> Result<Outcome<P, O>, TxnError> {
-        self.commit_with(|producer, offsets, deadline| {
-            producer.context().begin_offsets();
-            for (partition, offset) in offsets {
-                let encoded = crate::offset_topic::record_key(task, partition)
-                    .and_then(|key| Ok((key, crate::offset_topic::record_value(offset)?)));
-                let (key, value) = encoded.map_err(|e| {
-                    Step::Stop(TxnError::Encode {
-                        topic: topic.to_owned(),
-                        reason: e.to_string(),
-                    })
-                })?;
-                let mut record = BaseRecord::with_opaque_to(topic, TicketOpaque::NONE)
-                    .partition(0)
-                    .key(&key)
-                    .payload(&value);
-                loop {
-                    match producer.send(record) {
-                        Ok(()) => break,
-                        Err((error, back))
-                            if crate::producer::is_queue_full(&error)
-                                && Instant::now() < deadline =>
-                        {
-                            record = back;
-                            producer.poll(Duration::from_millis(10));
-                        }
-                        Err((error, _)) => return Err(classify_send(error)),
-                    }
-                }
-            }
-            match producer.context().wait_offsets(offsets.len(), deadline) {
-                OffsetsDelivered::All => Ok(()),
-                OffsetsDelivered::Failed(error) => Err(Step::Abort(format!(
-                    "an offsets record was not delivered: {error}"
-                ))),
-                OffsetsDelivered::TimedOut => Err(Step::Abort(
-                    "the offsets records were not delivered in time".to_owned(),
-                )),
-            }
-        })
-    }
-}
-
-/// A produce refused at once: a transaction state error (abortable state)
-/// aborts; anything else too (a record too large for the offsets topic).
-fn classify_send(error: KafkaError) -> Step {
-    Step::Abort(format!("producing an offsets record: {error}"))
-}
-
-impl Rewind<TopicPartition, i64> {
-    /// Seeks `consumer` back: each revoked partition it has assigned to
-    /// its committed offset (the last done offset this pipeline committed
-    /// `+ 1`; for a partition it never committed, the group's committed
-    /// offset, or its beginning if the group has none). Partitions no
-    /// longer assigned are left alone.
-    pub fn seek<C: ConsumerContext, K: Consumer<C>>(
-        &self,
-        consumer: &K,
-        timeout: Duration,
-    ) -> Result<(), KafkaError> {
-        let assigned = consumer.assignment()?;
-        let mut unknown = TopicPartitionList::new();
-        let mut list = TopicPartitionList::new();
-        for partition in &self.partitions {
-            if assigned
-                .find_partition(&partition.topic, partition.partition)
-                .is_none()
-            {
-                continue;
-            }
-            match self.committed.get(partition) {
-                Some(done) => list.add_partition_offset(
-                    &partition.topic,
-                    partition.partition,
-                    Offset::Offset(done.saturating_add(1)),
-                )?,
-                None => {
-                    unknown.add_partition(&partition.topic, partition.partition);
-                }
-            }
-        }
-        if unknown.count() > 0 {
-            for element in consumer.committed_offsets(unknown, timeout)?.elements() {
-                let offset = match element.offset() {
-                    Offset::Offset(next) => Offset::Offset(next),
-                    _ => Offset::Beginning,
-                };
-                list.add_partition_offset(element.topic(), element.partition(), offset)?;
-            }
-        }
-        if list.count() == 0 {
-            return Ok(());
-        }
-        let failed = consumer.seek_partitions(list, timeout)?;
-        for element in failed.elements() {
-            element.error()?;
-        }
-        Ok(())
     }
 }
 

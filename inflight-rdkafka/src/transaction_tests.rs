@@ -5,6 +5,7 @@
 
 use super::steps::{classify, retrying, Class, Step};
 use super::*;
+use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 use std::cell::Cell;
 

@@ -23,7 +23,7 @@ fn cluster() -> Cluster {
     let cluster = MockCluster::new(1).unwrap();
     cluster.create_topic("sink", 2, 1).unwrap();
     cluster.create_topic("offsets", 1, 1).unwrap();
-    cluster.create_topic("source", 1, 1).unwrap();
+    cluster.create_topic("source", 2, 1).unwrap();
     cluster
 }
 
@@ -134,7 +134,7 @@ fn commits_to_the_group_cover_every_record_once() {
     assert!(matches!(txn.commit_to_group(&group), Ok(Outcome::Committed(o)) if o.is_empty()));
     let stats = txn.stats();
     assert_eq!((stats.committed, stats.rewound), (4, 0));
-    assert_eq!(txn.tracker().in_flight(), 0);
+    assert_eq!(txn.in_flight(), 0);
 }
 
 #[test]
@@ -180,11 +180,20 @@ fn scenario(
     run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
     cluster.request_errors(api, errors);
     let mut result = Ok(());
+    let mut rewinds = 0;
     for _ in 0..20 {
         if run.committed.len() as i64 >= END {
             break;
         }
-        let batch = (END - run.position).max(0);
+        // Right after a rewind, a short batch: a merge with the aborted
+        // transaction's acks would commit past it.
+        let rest = (END - run.position).max(0);
+        let batch = if run.rewinds > rewinds {
+            rest.min(2)
+        } else {
+            rest
+        };
+        rewinds = run.rewinds;
         if let Err(error) = run.round(&txn, batch, || txn.commit_to_group(&group)) {
             result = Err(error);
             break;
@@ -344,4 +353,179 @@ fn init_transactions_retries_a_busy_coordinator_and_stops_when_refused() {
         ),
         "{refused:?}"
     );
+}
+
+#[test]
+fn a_rewind_is_not_a_merge_a_partition_not_redone_is_not_committed() {
+    let cluster = cluster();
+    for overlapping in [false, true] {
+        let txn = pipeline(&cluster, overlapping);
+        let group = group(&cluster);
+        let (p0, p1) = (source(), TopicPartition::new("source", 1));
+        let send = |partition: &TopicPartition, offset: i64| {
+            let record = BaseRecord::<(), str>::to("sink").payload("v");
+            txn.send(partition.clone(), offset, record).unwrap();
+        };
+        send(&p0, 0);
+        send(&p1, 0);
+        let Outcome::Committed(first) = txn.commit_to_group(&group).unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(first, HashMap::from([(p0.clone(), 0), (p1.clone(), 0)]));
+        // Both partitions' next records are delivered, then the commit
+        // fails: an abort.
+        send(&p0, 1);
+        send(&p1, 1);
+        cluster.request_errors(
+            RDKafkaApiKey::EndTxn,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+        );
+        let Outcome::Rewound(rewind) = txn.commit_to_group(&group).unwrap() else {
+            panic!("committed")
+        };
+        let mut partitions = rewind.partitions().to_vec();
+        partitions.sort();
+        assert_eq!(partitions, [p0.clone(), p1.clone()]);
+        assert_eq!(
+            rewind.committed(),
+            &first,
+            "seek back to what was committed"
+        );
+        txn.resume().unwrap();
+        // Only p0 is read again before the next commit: p1's aborted
+        // offset must not come back with it.
+        send(&p0, 1);
+        let Outcome::Committed(next) = txn.commit_to_group(&group).unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(next, HashMap::from([(p0.clone(), 1)]));
+    }
+}
+
+/// Waits (a poll loop, with a deadline that only reports a hang) until
+/// `txn` has sealed `sealed` transactions.
+fn until_sealed(txn: &ExactlyOnce<TopicPartition, i64>, sealed: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while txn.stats().sealed < sealed {
+        assert!(std::time::Instant::now() < deadline, "no seal");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn overlapping_sends_go_into_the_next_transaction_while_the_sealed_one_waits() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, true);
+    let group = group(&cluster);
+    let p0 = source();
+    let send = |offset: i64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        txn.send(p0.clone(), offset, record).unwrap();
+    };
+    send(0);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    // Record 1 cannot be delivered while the broker is down: the commit
+    // that seals it waits.
+    cluster.broker_down(1).unwrap();
+    send(1);
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| txn.commit_to_group(&group));
+        until_sealed(&txn, 2);
+        // Into the next transaction, at once.
+        send(2);
+        assert!(!commit.is_finished(), "the sealed transaction still waits");
+        cluster.broker_up(1).unwrap();
+        let Outcome::Committed(offsets) = commit.join().unwrap().unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(
+            offsets,
+            HashMap::from([(p0.clone(), 1)]),
+            "record 2 is not in it"
+        );
+    });
+    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
+    assert_eq!(txn.transactional_ids(), ["copy-0-a", "copy-0-b"]);
+}
+
+#[test]
+fn without_overlapping_a_send_waits_for_the_commit() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    let p0 = source();
+    let send = |offset: i64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        txn.send(p0.clone(), offset, record).unwrap();
+    };
+    send(0);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    cluster.broker_down(1).unwrap();
+    send(1);
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| txn.commit_to_group(&group));
+        until_sealed(&txn, 2);
+        let sent = s.spawn(|| send(2));
+        assert!(!commit.is_finished());
+        cluster.broker_up(1).unwrap();
+        let Outcome::Committed(offsets) = commit.join().unwrap().unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(offsets, HashMap::from([(p0.clone(), 1)]));
+        sent.join().unwrap();
+    });
+    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
+    assert_eq!(txn.transactional_ids(), ["copy-0"]);
+}
+
+#[test]
+fn a_record_the_tracker_refuses_makes_the_next_commit_rewind() {
+    let cluster = cluster();
+    let mut config = config(&cluster);
+    config.set("reconnect.backoff.max.ms", "100");
+    // The timeout is how long the refused send waits for room.
+    let txn = ExactlyOnce::builder(&config, &transactional_id("copy", 0))
+        .capacity(1)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let group = group(&cluster);
+    let p0 = source();
+    // Record 0 stays in flight while the broker is down: the tracker has
+    // no room for record 1.
+    cluster.broker_down(1).unwrap();
+    let record = || BaseRecord::<(), str>::to("sink").payload("v");
+    txn.send(p0.clone(), 0, record()).unwrap();
+    assert!(matches!(
+        txn.send(p0.clone(), 1, record()),
+        Err(TxnError::Tracker(_))
+    ));
+    cluster.broker_up(1).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while txn.in_flight() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "record 0 not delivered"
+        );
+        std::thread::yield_now();
+    }
+    // Record 0 is delivered, but record 1 was never sent: nothing may
+    // commit past it.
+    let Outcome::Rewound(rewind) = txn.commit_to_group(&group).unwrap() else {
+        panic!("committed past a dropped record")
+    };
+    assert_eq!(rewind.partitions(), [p0]);
+    assert!(rewind.committed().is_empty());
 }
