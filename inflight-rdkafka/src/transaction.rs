@@ -176,6 +176,9 @@ where
     gate: RwLock<Gate>,
     /// Held through a commit (commits are serialized).
     books: Mutex<Books<P, O>>,
+    /// The rewind waiting for `resume` (set and cleared under the gate's
+    /// write lock).
+    pending: Mutex<Option<Rewind<P, O>>>,
     /// Counts, apart from `books`: read without waiting for a commit.
     stats: Mutex<TxnStats>,
     /// Every source partition sent to: what a rewind revokes.
@@ -362,6 +365,20 @@ where
         }
     }
 
+    /// The rewind waiting for [`resume`](Self::resume), if any: what the
+    /// commit that rewound returned ([`Outcome::Rewound`]), for the thread
+    /// that reads the source when another one commits. That thread seeks
+    /// and resumes (a record it read before the seek and sent after the
+    /// resume would be produced twice); check it in its loop, or when
+    /// `send` returns [`TxnError::Rewinding`].
+    pub fn pending_rewind(&self) -> Option<Rewind<P, O>> {
+        let gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        if gate.state != State::Rewinding {
+            return None;
+        }
+        lock(&self.pending).clone()
+    }
+
     /// After [`Outcome::Rewound`], once the source is sought back: begins
     /// the next transaction and lets sends in again. Nothing to do (`Ok`)
     /// when no rewind is pending.
@@ -377,6 +394,7 @@ where
                 let open = gate.open;
                 self.begin(&mut gate, open)?;
                 gate.state = State::Open;
+                *lock(&self.pending) = None;
                 Ok(())
             }
         }
@@ -509,19 +527,21 @@ where
             let _ = self.tracker.revoke(partition);
         }
         gate.state = State::Rewinding;
+        let committed: HashMap<P, O> = partitions
+            .iter()
+            .filter_map(|p| books.committed.get(p).map(|o| (p.clone(), o.clone())))
+            .collect();
+        let rewind = Rewind {
+            partitions,
+            committed,
+            cause,
+        };
+        *lock(&self.pending) = Some(rewind.clone());
         // Relaxed: under the write lock. What the aborted transactions
         // dropped is rewound with them.
         self.dropped.store(false, Ordering::Relaxed);
         lock(&self.stats).rewound += 1;
-        let committed = partitions
-            .iter()
-            .filter_map(|p| books.committed.get(p).map(|o| (p.clone(), o.clone())))
-            .collect();
-        Ok(Outcome::Rewound(Rewind {
-            partitions,
-            committed,
-            cause,
-        }))
+        Ok(Outcome::Rewound(rewind))
     }
 }
 

@@ -107,7 +107,10 @@ impl Run {
                     ),
                     Err(TxnError::Rewinding)
                 ));
+                let pending = txn.pending_rewind().expect("pending until resumed");
+                assert_eq!(pending.partitions(), rewind.partitions());
                 txn.resume().unwrap();
+                assert!(txn.pending_rewind().is_none());
             }
         }
         Ok(())

@@ -122,6 +122,7 @@ where
                 state: State::Open,
             }),
             books: Mutex::new(Books::default()),
+            pending: Mutex::new(None),
             stats: Mutex::new(TxnStats::default()),
             seen: Mutex::new(HashSet::new()),
             dropped: AtomicBool::new(false),

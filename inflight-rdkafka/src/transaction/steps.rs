@@ -50,6 +50,10 @@ pub enum TxnError {
     },
     /// A producer could not be created (the configuration).
     Config(KafkaError),
+    /// A step that cannot be rewound failed with an abortable error
+    /// (`init_transactions`, `abort_transaction` itself): the pipeline
+    /// stopped. Start a new one.
+    Unrecoverable(String),
 }
 
 impl fmt::Display for TxnError {
@@ -81,6 +85,10 @@ impl fmt::Display for TxnError {
                 )
             }
             Self::Config(error) => write!(f, "creating a transactional producer: {error}"),
+            Self::Unrecoverable(reason) => write!(
+                f,
+                "{reason}: the transactional pipeline stopped; start a new one"
+            ),
         }
     }
 }
@@ -139,7 +147,7 @@ impl Step {
     pub(super) fn into_error(self) -> TxnError {
         match self {
             Step::Stop(error) => error,
-            Step::Abort(_) => TxnError::Stopped,
+            Step::Abort(reason) => TxnError::Unrecoverable(reason),
         }
     }
 }
