@@ -36,6 +36,10 @@
 //!   task's offsets, of any serde type, in a compacted topic as Kafka
 //!   Connect keeps them (`connect-offsets`), an
 //!   [`inflight::store::OffsetStore`] for [`inflight::Tracker::flush_to`].
+//! - **Exactly-once** ([`transaction`]): [`ExactlyOnce`] makes each
+//!   commit a Kafka transaction holding the records produced and the
+//!   source offsets (in the consumer group, or an offsets topic); a
+//!   failed transaction rewinds the source to what was committed.
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
 //!   not own; [`OnRebalance`] takes your rebalance callbacks.

@@ -36,7 +36,10 @@
 //! late acks change nothing), and returns [`Outcome::Rewound`]: seek the
 //! source back to what [`Rewind`] says (the committed offsets;
 //! [`Rewind::seek`] does it for a consumer), then [`ExactlyOnce::resume`].
-//! Until then `send` refuses records with [`TxnError::Rewinding`].
+//! Until then `send` refuses records with [`TxnError::Rewinding`]. When
+//! another thread commits, the thread that reads the source takes the
+//! rewind from [`ExactlyOnce::pending_rewind`] and seeks and resumes
+//! itself (`examples/transactional_pipeline.rs`).
 //!
 //! # Error classes
 //!
