@@ -532,3 +532,117 @@ fn a_record_the_tracker_refuses_makes_the_next_commit_rewind() {
     assert_eq!(rewind.partitions(), [p0]);
     assert!(rewind.committed().is_empty());
 }
+
+#[test]
+fn overlapping_a_rewind_aborts_the_next_transaction_too() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, true);
+    let group = group(&cluster);
+    let p0 = source();
+    let send = |offset: i64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        txn.send(p0.clone(), offset, record).unwrap();
+    };
+    send(0);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    cluster.broker_down(1).unwrap();
+    send(1);
+    cluster.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+    );
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| txn.commit_to_group(&group));
+        until_sealed(&txn, 2);
+        // Record 2 goes into the next transaction, read after record 1:
+        // when 1's transaction aborts, 2's must too.
+        send(2);
+        cluster.broker_up(1).unwrap();
+        let Outcome::Rewound(rewind) = commit.join().unwrap().unwrap() else {
+            panic!("committed")
+        };
+        assert_eq!(rewind.committed(), &HashMap::from([(p0.clone(), 0)]));
+    });
+    assert_eq!(txn.in_flight(), 0, "record 2 revoked or delivered");
+    txn.resume().unwrap();
+    send(1);
+    send(2);
+    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
+    assert_eq!(txn.stats().rewound, 1);
+}
+
+#[test]
+fn an_offsets_record_not_delivered_rewinds_and_the_store_loads_the_redo() {
+    let cluster = cluster();
+    let txn: ExactlyOnce<String, u64> =
+        ExactlyOnce::builder(&config(&cluster), &transactional_id("files", "orders"))
+            .build()
+            .unwrap();
+    let send = |offset: u64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("row");
+        txn.send("a.csv".to_owned(), offset, record).unwrap();
+    };
+    send(1);
+    assert!(matches!(
+        txn.commit_to_topic("offsets", "orders"),
+        Ok(Outcome::Committed(_))
+    ));
+    send(2);
+    // Record 2 is delivered; the next produce request is the offsets
+    // record's, and it fails for good.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while txn.in_flight() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "record 2 not delivered"
+        );
+        std::thread::yield_now();
+    }
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    let Outcome::Rewound(rewind) = txn.commit_to_topic("offsets", "orders").unwrap() else {
+        panic!("committed")
+    };
+    assert!(
+        rewind.cause().contains("offsets record"),
+        "{}",
+        rewind.cause()
+    );
+    assert_eq!(
+        rewind.committed(),
+        &HashMap::from([("a.csv".to_owned(), 1)])
+    );
+    txn.resume().unwrap();
+    // The redo: records 2 and 3, possibly a second rewind (see
+    // IMPLEMENTATION.md), until a commit.
+    let mut committed = None;
+    for _ in 0..5 {
+        send(2);
+        send(3);
+        match txn.commit_to_topic("offsets", "orders").unwrap() {
+            Outcome::Committed(offsets) => {
+                committed = Some(offsets);
+                break;
+            }
+            Outcome::Rewound(_) => txn.resume().unwrap(),
+        }
+    }
+    assert_eq!(committed, Some(HashMap::from([("a.csv".to_owned(), 3)])));
+    let mut store: KafkaOffsetStore<String, u64> =
+        KafkaOffsetStore::builder(&config(&cluster), "offsets", "orders")
+            .check_topic(false)
+            .open()
+            .unwrap();
+    assert_eq!(
+        store.load().unwrap(),
+        HashMap::from([("a.csv".to_owned(), 3)])
+    );
+}
