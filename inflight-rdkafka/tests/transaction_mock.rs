@@ -646,3 +646,48 @@ fn an_offsets_record_not_delivered_rewinds_and_the_store_loads_the_redo() {
         HashMap::from([("a.csv".to_owned(), 3)])
     );
 }
+
+/// A source partition whose `Serialize` panics while `PANICS` is set.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Touchy(u32);
+
+static PANICS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl serde::Serialize for Touchy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        assert!(
+            !PANICS.load(std::sync::atomic::Ordering::Relaxed),
+            "the user's Serialize panics"
+        );
+        serializer.serialize_u32(self.0)
+    }
+}
+
+#[test]
+fn a_panic_of_user_code_in_a_commit_stops_the_pipeline() {
+    let cluster = cluster();
+    let txn: ExactlyOnce<Touchy, u64> =
+        ExactlyOnce::builder(&config(&cluster), &transactional_id("touchy", 0))
+            .overlapping(true)
+            .build()
+            .unwrap();
+    let record = || BaseRecord::<(), str>::to("sink").payload("row");
+    txn.send(Touchy(1), 7, record()).unwrap();
+    PANICS.store(true, std::sync::atomic::Ordering::Relaxed);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        txn.commit_to_topic("offsets", "touchy")
+    }));
+    PANICS.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(panicked.is_err());
+    // The sealed transaction is half done: nothing goes on.
+    assert!(matches!(
+        txn.send(Touchy(1), 8, record()),
+        Err(TxnError::Stopped)
+    ));
+    assert!(matches!(
+        txn.commit_to_topic("offsets", "touchy"),
+        Err(TxnError::Stopped)
+    ));
+    assert!(matches!(txn.resume(), Err(TxnError::Stopped)));
+    assert!(txn.pending_rewind().is_none());
+}
