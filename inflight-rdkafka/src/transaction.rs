@@ -41,6 +41,17 @@
 //! rewind from [`ExactlyOnce::pending_rewind`] and seeks and resumes
 //! itself (`examples/transactional_pipeline.rs`).
 //!
+//! # Rebalances
+//!
+//! A consumer group's rebalance can move a source partition while the
+//! open transaction holds records of it. Commit before the partitions go
+//! (in your consumer context's `pre_rebalance` on a revocation, which gets
+//! the consumer: `commit_to_group(&consumer.group_metadata()?)`), as
+//! Kafka Streams does. A commit after the group moved on carries an old
+//! generation, and a broker that checks it refuses the offsets
+//! (`ILLEGAL_GENERATION`, abortable: a rewind; [`Rewind::seek`] leaves the
+//! partitions no longer assigned alone).
+//!
 //! # Error classes
 //!
 //! As librdkafka classes them (`RDKafkaError::is_retriable`,

@@ -691,3 +691,84 @@ fn a_panic_of_user_code_in_a_commit_stops_the_pipeline() {
     assert!(matches!(txn.resume(), Err(TxnError::Stopped)));
     assert!(txn.pending_rewind().is_none());
 }
+
+#[test]
+fn rewind_seek_moves_the_consumer_back_to_the_committed_offsets() {
+    use rdkafka::producer::{Producer, ThreadedProducer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    use rdkafka::Message;
+    let cluster = cluster();
+    let filler: ThreadedProducer<DefaultProducerContext> = config(&cluster).create().unwrap();
+    for partition in [0, 1] {
+        for i in 0..10 {
+            let payload = i.to_string();
+            let record = BaseRecord::<(), str>::to("source")
+                .partition(partition)
+                .payload(&payload);
+            filler.send(record).map_err(|(e, _)| e).unwrap();
+        }
+    }
+    filler.flush(Duration::from_secs(30)).unwrap();
+    let consumer: BaseConsumer = config(&cluster)
+        .set("group.id", "group")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for partition in [0, 1] {
+        assignment
+            .add_partition_offset("source", partition, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let next = |count: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut read = Vec::new();
+        while read.len() < count {
+            assert!(std::time::Instant::now() < deadline, "nothing to read");
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message.unwrap();
+                read.push((message.partition(), message.offset()));
+            }
+        }
+        read
+    };
+    let txn = pipeline(&cluster, false);
+    let group = consumer.group_metadata().unwrap();
+    let send = |(partition, offset): (i32, i64)| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        let source = TopicPartition::new("source", partition);
+        txn.send(source, offset, record).unwrap();
+    };
+    // Partition 0 up to 4 is committed; partition 1 never is.
+    let mut read = next(20);
+    read.sort();
+    read.iter()
+        .filter(|(p, o)| *p == 0 && *o < 5)
+        .for_each(|&r| send(r));
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    read.iter()
+        .filter(|(p, o)| *p == 1 || *o >= 5)
+        .for_each(|&r| send(r));
+    cluster.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+    );
+    let Outcome::Rewound(rewind) = txn.commit_to_group(&group).unwrap() else {
+        panic!("committed")
+    };
+    rewind.seek(&consumer, Duration::from_secs(10)).unwrap();
+    txn.resume().unwrap();
+    // Read again: partition 0 from 5 (after what was committed), partition
+    // 1 from its beginning (the group has no offset for it).
+    let mut again = next(15);
+    again.sort();
+    let expected: Vec<_> = (5..10)
+        .map(|o| (0, o))
+        .chain((0..10).map(|o| (1, o)))
+        .collect();
+    assert_eq!(again, expected);
+}
