@@ -772,3 +772,91 @@ fn rewind_seek_moves_the_consumer_back_to_the_committed_offsets() {
         .collect();
     assert_eq!(again, expected);
 }
+
+/// A reading thread sends without pause (seeking back itself at each
+/// rewind, through `pending_rewind`) while this thread commits, with
+/// errors injected now and then: every offset is committed once, in
+/// order, with one producer and with two.
+#[test]
+fn a_reader_and_a_committer_on_two_threads_commit_every_record_once() {
+    const END: i64 = 3_000;
+    for overlapping in [false, true] {
+        let cluster = cluster();
+        let txn = pipeline(&cluster, overlapping);
+        let group = group(&cluster);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let mut committed: Vec<i64> = Vec::new();
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut position = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(rewind) = txn.pending_rewind() {
+                        // The seek.
+                        position = rewind.committed().get(&source()).map_or(0, |d| d + 1);
+                        txn.resume().unwrap();
+                    }
+                    if position == END {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    let record = BaseRecord::<(), str>::to("sink").payload("v");
+                    match txn.send(source(), position, record) {
+                        // Refused (the transaction failed): the next
+                        // commit rewinds; read on.
+                        Ok(()) | Err(TxnError::Refused(_)) => position += 1,
+                        Err(TxnError::Rewinding) => {}
+                        Err(error) => panic!("{error}"),
+                    }
+                }
+            });
+            // Stops the reader however this thread leaves the scope.
+            struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+            impl Drop for Stop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            let _stop = Stop(&done);
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            let mut commits = 0;
+            while committed.len() < END as usize {
+                if std::time::Instant::now() >= deadline {
+                    panic!(
+                        "{} committed, {:?}, overlapping {overlapping}",
+                        committed.len(),
+                        txn.stats()
+                    );
+                }
+                commits += 1;
+                // A few errors in all: each waits in the mock for the next
+                // request of its kind (an empty commit sends none).
+                match commits {
+                    1 | 3 | 7 => cluster.request_errors(
+                        RDKafkaApiKey::EndTxn,
+                        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+                    ),
+                    2 => cluster.request_errors(
+                        RDKafkaApiKey::Produce,
+                        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+                    ),
+                    _ => {}
+                }
+                match txn.commit_to_group(&group) {
+                    Ok(Outcome::Committed(offsets)) => {
+                        if let Some(&last) = offsets.get(&source()) {
+                            let start = committed.last().map_or(0, |l| l + 1);
+                            assert!(last >= start, "{last} committed again");
+                            committed.extend(start..=last);
+                        }
+                    }
+                    Ok(Outcome::Rewound(_)) | Err(TxnError::Rewinding) => {}
+                    Err(error) => panic!("{error}"),
+                }
+            }
+            drop(_stop);
+            reader.join().unwrap();
+        });
+        assert_eq!(committed, (0..END).collect::<Vec<_>>());
+        assert!(txn.stats().rewound >= 1, "{:?}", txn.stats());
+    }
+}
