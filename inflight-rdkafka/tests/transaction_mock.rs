@@ -536,3 +536,32 @@ fn rewind_seek_moves_the_consumer_back_to_the_committed_offsets() {
         .collect();
     assert_eq!(again, expected);
 }
+
+#[test]
+fn close_aborts_the_open_transaction() {
+    let cluster = cluster();
+    for overlapping in [false, true] {
+        let txn = pipeline(&cluster, overlapping);
+        let group = group(&cluster);
+        send_range(&txn, 0, 3);
+        assert!(matches!(
+            txn.commit_to_group(&group),
+            Ok(Outcome::Committed(_))
+        ));
+        send_range(&txn, 3, 5);
+        txn.close().unwrap();
+    }
+    // After a rewind there is no open transaction: nothing to abort.
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    send_range(&txn, 0, 3);
+    cluster.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+    );
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Rewound(_))
+    ));
+    txn.close().unwrap();
+}
