@@ -36,6 +36,10 @@
 //!   task's offsets, of any serde type, in a compacted topic as Kafka
 //!   Connect keeps them (`connect-offsets`), an
 //!   [`inflight::store::OffsetStore`] for [`inflight::Tracker::flush_to`].
+//! - **Exactly-once** ([`transaction`]): [`ExactlyOnce`] makes each
+//!   commit a Kafka transaction holding the records produced and the
+//!   source offsets (in the consumer group, or an offsets topic); a
+//!   failed transaction rewinds the source to what was committed.
 //! - **Your contexts stay**: [`TrackingContext`] and [`HandOffContext`]
 //!   wrap a context of yours (`wrap`) and pass it every callback they do
 //!   not own; [`OnRebalance`] takes your rebalance callbacks.
@@ -130,6 +134,7 @@ pub mod produce;
 pub mod producer;
 mod revocation;
 pub mod store;
+pub mod transaction;
 
 pub use commits::Commits;
 pub use consumer::{committed_progress, store_watermarks, Resumable, Resume, TopicPartition};
@@ -141,6 +146,7 @@ pub use offset_topic::{KafkaOffsetStore, KafkaOffsetStoreBuilder, OffsetTopicErr
 pub use produce::SendTracked;
 pub use producer::{resolve_delivery, TicketOpaque, TrackingContext};
 pub use store::{GroupCommitStore, ProgressStore, TopicStore};
+pub use transaction::{transactional_id, ExactlyOnce, Outcome, Rewind, TxnError};
 
 /// The README's code blocks, compiled as doc tests.
 #[cfg(doctest)]

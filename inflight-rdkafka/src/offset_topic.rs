@@ -369,7 +369,7 @@ where
 {
     /// The record key of `partition`: the JSON of `[task, partition]`.
     fn key(&self, partition: &P) -> Result<Vec<u8>, StoreError> {
-        serde_json::to_vec(&(&self.task, partition)).map_err(|e| self.encode_error(e))
+        record_key(&self.task, partition).map_err(|e| self.encode_error(e))
     }
 
     fn encode_error(&self, e: serde_json::Error) -> StoreError {
@@ -429,7 +429,7 @@ where
     fn save(&mut self, offsets: &HashMap<P, O>) -> Result<(), StoreError> {
         let mut records = Vec::with_capacity(offsets.len());
         for (partition, offset) in offsets {
-            let value = serde_json::to_vec(offset).map_err(|e| self.encode_error(e))?;
+            let value = record_value(offset).map_err(|e| self.encode_error(e))?;
             records.push((self.key(partition)?, Some(value)));
         }
         self.write(records)
@@ -442,6 +442,19 @@ where
             .collect::<Result<_, StoreError>>()?;
         self.write(records)
     }
+}
+
+/// The key of `task`'s record for `partition`: the JSON of
+/// `[task, partition]` (Connect's layout). The one encoding of a key, for
+/// the store and for the transactional flush's offsets
+/// (`transaction::OffsetsTopic`), which [`KafkaOffsetStore::load`] reads.
+pub(crate) fn record_key<P: Serialize>(task: &str, partition: &P) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&(task, partition))
+}
+
+/// The value of a partition's record: the JSON of its offset.
+pub(crate) fn record_value<O: Serialize>(offset: &O) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(offset)
 }
 
 /// A record of the task as a load found it: its offset in the topic, the

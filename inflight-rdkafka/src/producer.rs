@@ -50,6 +50,10 @@ impl From<Ticket> for TicketOpaque {
 }
 
 impl TicketOpaque {
+    /// The opaque of a record that carries no ticket: 0, which no ticket's
+    /// raw value is (its tag is never 0).
+    pub(crate) const NONE: Self = Self(0);
+
     /// The ticket's raw value ([`Ticket::into_raw`]).
     pub fn raw(self) -> u64 {
         self.0

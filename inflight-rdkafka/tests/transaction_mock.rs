@@ -1,0 +1,648 @@
+//! The transactional flush ([`ExactlyOnce`]) against librdkafka's mock
+//! cluster, which accepts every transactional request and implements none
+//! of the semantics, but injects errors (`MockCluster::request_errors`):
+//! the API flow and what each error class does. Each test drives a
+//! simulated source (offsets 0.. of `source/0`) to its end through
+//! commits, seeking back on each rewind, and checks that every source
+//! offset was committed exactly once, in order.
+
+use inflight::store::OffsetStore;
+use inflight_rdkafka::transaction::{transactional_id, ExactlyOnce, Outcome, TxnError};
+use inflight_rdkafka::{KafkaOffsetStore, TopicPartition};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext};
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use std::collections::HashMap;
+use std::time::Duration;
+
+type Cluster = MockCluster<'static, DefaultProducerContext>;
+
+fn cluster() -> Cluster {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("sink", 2, 1).unwrap();
+    cluster.create_topic("offsets", 1, 1).unwrap();
+    cluster.create_topic("source", 2, 1).unwrap();
+    cluster
+}
+
+fn config(cluster: &Cluster) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", cluster.bootstrap_servers());
+    config
+}
+
+/// The group metadata a consume → transform → produce worker passes.
+fn group(cluster: &Cluster) -> ConsumerGroupMetadata {
+    let consumer: BaseConsumer = config(cluster)
+        .set("group.id", "group")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.group_metadata().unwrap()
+}
+
+fn pipeline(cluster: &Cluster, overlapping: bool) -> ExactlyOnce<TopicPartition, i64> {
+    ExactlyOnce::builder(&config(cluster), &transactional_id("copy", 0))
+        .overlapping(overlapping)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+fn source() -> TopicPartition {
+    TopicPartition::new("source", 0)
+}
+
+/// Sends source offsets `from..to` into the open transaction.
+fn send_range(txn: &ExactlyOnce<TopicPartition, i64>, from: i64, to: i64) {
+    for offset in from..to {
+        let payload = offset.to_string();
+        let record = BaseRecord::<(), str>::to("sink").payload(&payload);
+        txn.send(source(), offset, record).unwrap();
+    }
+}
+
+/// What the source saw: each commit's range, and the rewinds.
+#[derive(Default, Debug)]
+struct Run {
+    /// The source position: the next offset to read.
+    position: i64,
+    /// Every offset committed, in commit order.
+    committed: Vec<i64>,
+    rewinds: usize,
+}
+
+impl Run {
+    /// One round: read `batch` records, commit; on a rewind seek back.
+    fn round(
+        &mut self,
+        txn: &ExactlyOnce<TopicPartition, i64>,
+        batch: i64,
+        commit: impl FnOnce() -> Result<Outcome<TopicPartition, i64>, TxnError>,
+    ) -> Result<(), TxnError> {
+        let start = self.committed.last().map_or(0, |last| last + 1);
+        send_range(txn, self.position, self.position + batch);
+        self.position += batch;
+        let outcome = commit()?;
+        match outcome {
+            Outcome::Committed(offsets) => {
+                if let Some(&done) = offsets.get(&source()) {
+                    self.committed.extend(start..=done);
+                    assert_eq!(done, self.position - 1, "the whole batch is covered");
+                }
+            }
+            Outcome::Rewound(rewind) => {
+                self.rewinds += 1;
+                assert_eq!(rewind.partitions(), [source()], "every partition revoked");
+                let back = rewind.committed().get(&source()).map_or(0, |done| done + 1);
+                assert_eq!(back, start, "sought back to the committed offset");
+                self.position = back;
+                assert!(matches!(
+                    txn.send(
+                        source(),
+                        back,
+                        BaseRecord::<(), str>::to("sink").payload("x")
+                    ),
+                    Err(TxnError::Rewinding)
+                ));
+                let pending = txn.pending_rewind().expect("pending until resumed");
+                assert_eq!(pending.partitions(), rewind.partitions());
+                txn.resume().unwrap();
+                assert!(txn.pending_rewind().is_none());
+            }
+        }
+        Ok(())
+    }
+
+    /// Every offset below `end` committed once, in order.
+    fn assert_exactly_once(&self, end: i64) {
+        assert_eq!(self.committed, (0..end).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn commits_to_the_group_cover_every_record_once() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    let mut run = Run::default();
+    for _ in 0..3 {
+        run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    }
+    run.assert_exactly_once(15);
+    assert_eq!(run.rewinds, 0);
+    // Nothing sent: an empty commit.
+    assert!(matches!(txn.commit_to_group(&group), Ok(Outcome::Committed(o)) if o.is_empty()));
+    let stats = txn.stats();
+    assert_eq!((stats.committed, stats.rewound), (4, 0));
+    assert_eq!(txn.in_flight(), 0);
+}
+
+#[test]
+fn commits_to_an_offsets_topic_are_what_the_offset_store_loads() {
+    let cluster = cluster();
+    let txn: ExactlyOnce<String, u64> =
+        ExactlyOnce::builder(&config(&cluster), &transactional_id("files", "orders"))
+            .build()
+            .unwrap();
+    for (file, offset) in [("a.csv", 10), ("b.csv", 4), ("a.csv", 11)] {
+        let record = BaseRecord::<(), str>::to("sink").payload("row");
+        txn.send(file.to_owned(), offset, record).unwrap();
+    }
+    let Outcome::Committed(offsets) = txn.commit_to_topic("offsets", "orders").unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(
+        offsets,
+        HashMap::from([("a.csv".into(), 11), ("b.csv".into(), 4)])
+    );
+    let mut store: KafkaOffsetStore<String, u64> =
+        KafkaOffsetStore::builder(&config(&cluster), "offsets", "orders")
+            .check_topic(false)
+            .open()
+            .unwrap();
+    assert_eq!(store.load().unwrap(), offsets);
+}
+
+/// The source's end in the scenarios: three batches of five.
+const END: i64 = 15;
+
+/// A scenario: one clean commit, then `errors` injected on `api`, then
+/// rounds until the source's end is committed (or an error stops it).
+fn scenario(
+    api: RDKafkaApiKey,
+    errors: &[RDKafkaRespErr],
+    overlapping: bool,
+) -> (Run, Result<(), TxnError>, ExactlyOnce<TopicPartition, i64>) {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, overlapping);
+    let group = group(&cluster);
+    let mut run = Run::default();
+    run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    cluster.request_errors(api, errors);
+    let mut result = Ok(());
+    let mut rewinds = 0;
+    for _ in 0..20 {
+        if run.committed.len() as i64 >= END {
+            break;
+        }
+        // Right after a rewind, a short batch: a merge with the aborted
+        // transaction's acks would commit past it.
+        let rest = (END - run.position).max(0);
+        let batch = if run.rewinds > rewinds {
+            rest.min(2)
+        } else {
+            rest
+        };
+        rewinds = run.rewinds;
+        if let Err(error) = run.round(&txn, batch, || txn.commit_to_group(&group)) {
+            result = Err(error);
+            break;
+        }
+    }
+    (run, result, txn)
+}
+
+/// The scenario ran to the end, every offset committed once, after at
+/// least one rewind.
+fn assert_rewound_then_exactly_once(api: RDKafkaApiKey, error: RDKafkaRespErr) {
+    for overlapping in [false, true] {
+        let (run, result, txn) = scenario(api, &[error], overlapping);
+        result.unwrap();
+        run.assert_exactly_once(END);
+        assert!(run.rewinds >= 1, "{api:?} {error:?}: rewound");
+        assert_eq!(txn.stats().rewound as usize, run.rewinds);
+    }
+}
+
+/// The scenario ran to the end without a rewind: the retriable errors
+/// were retried (by librdkafka, or by the pipeline).
+fn assert_retried_then_exactly_once(api: RDKafkaApiKey, errors: &[RDKafkaRespErr]) {
+    let (run, result, _) = scenario(api, errors, false);
+    result.unwrap();
+    run.assert_exactly_once(END);
+    assert_eq!(run.rewinds, 0, "{api:?}: retried, not rewound");
+}
+
+/// The scenario stopped at the injection with a fatal error: nothing
+/// after the clean commit was committed, and the pipeline refuses
+/// everything after.
+fn assert_fatal(api: RDKafkaApiKey, error: RDKafkaRespErr) {
+    let (run, result, txn) = scenario(api, &[error], false);
+    assert!(
+        matches!(result, Err(TxnError::Fatal { .. })),
+        "{api:?} {error:?}: {result:?}"
+    );
+    run.assert_exactly_once(5);
+    let record = BaseRecord::<(), str>::to("sink").payload("x");
+    assert!(matches!(
+        txn.send(source(), 99, record),
+        Err(TxnError::Stopped)
+    ));
+    assert!(matches!(txn.resume(), Err(TxnError::Stopped)));
+}
+
+use RDKafkaApiKey as Api;
+use RDKafkaRespErr as E;
+
+#[test]
+fn a_record_not_delivered_rewinds_and_the_redo_commits_once() {
+    assert_rewound_then_exactly_once(Api::Produce, E::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+}
+
+#[test]
+fn abortable_errors_at_send_offsets_rewind() {
+    assert_rewound_then_exactly_once(
+        Api::AddOffsetsToTxn,
+        E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+    );
+    assert_rewound_then_exactly_once(
+        Api::TxnOffsetCommit,
+        E::RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED,
+    );
+    // A consumer that lost its partitions to a rebalance (KIP-447).
+    assert_rewound_then_exactly_once(
+        Api::TxnOffsetCommit,
+        E::RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION,
+    );
+}
+
+#[test]
+fn an_abortable_error_at_commit_rewinds() {
+    assert_rewound_then_exactly_once(Api::EndTxn, E::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID);
+}
+
+#[test]
+fn retriable_errors_are_retried_at_every_step() {
+    let busy = [E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 3];
+    assert_retried_then_exactly_once(Api::AddOffsetsToTxn, &busy);
+    assert_retried_then_exactly_once(Api::TxnOffsetCommit, &busy);
+    assert_retried_then_exactly_once(Api::EndTxn, &busy);
+}
+
+#[test]
+fn a_retriable_error_past_the_timeout_stops() {
+    let cluster = cluster();
+    let txn = ExactlyOnce::builder(&config(&cluster), &transactional_id("copy", 0))
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let group = group(&cluster);
+    let mut run = Run::default();
+    run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    // Far more errors than retries fit in two seconds (each librdkafka
+    // retry backs off 100 ms): a slower machine only consumes fewer.
+    cluster.request_errors(
+        Api::EndTxn,
+        &[E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 2000],
+    );
+    let result = run.round(&txn, 5, || txn.commit_to_group(&group));
+    assert!(
+        matches!(
+            result,
+            Err(TxnError::TimedOut {
+                doing: "commit_transaction",
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    cluster.clear_request_errors(Api::EndTxn);
+    run.assert_exactly_once(5);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Err(TxnError::Stopped)
+    ));
+}
+
+#[test]
+fn fatal_errors_stop_at_every_step() {
+    assert_fatal(Api::AddOffsetsToTxn, E::RD_KAFKA_RESP_ERR_INVALID_TXN_STATE);
+    assert_fatal(
+        Api::TxnOffsetCommit,
+        E::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+    );
+    // Fenced: another instance initialised the same transactional id.
+    assert_fatal(Api::EndTxn, E::RD_KAFKA_RESP_ERR_PRODUCER_FENCED);
+}
+
+#[test]
+fn init_transactions_retries_a_busy_coordinator_and_stops_when_refused() {
+    let cluster = cluster();
+    cluster.request_errors(
+        Api::InitProducerId,
+        &[E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 3],
+    );
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    let mut run = Run::default();
+    run.round(&txn, 5, || txn.commit_to_group(&group)).unwrap();
+    run.assert_exactly_once(5);
+    let cluster = self::cluster();
+    cluster.request_errors(
+        Api::InitProducerId,
+        &[E::RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED],
+    );
+    let refused = ExactlyOnce::<TopicPartition, i64>::builder(&config(&cluster), "copy-0").build();
+    assert!(
+        matches!(
+            refused,
+            Err(TxnError::Fatal {
+                doing: "init_transactions",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_rewind_is_not_a_merge_a_partition_not_redone_is_not_committed() {
+    let cluster = cluster();
+    for overlapping in [false, true] {
+        let txn = pipeline(&cluster, overlapping);
+        let group = group(&cluster);
+        let (p0, p1) = (source(), TopicPartition::new("source", 1));
+        let send = |partition: &TopicPartition, offset: i64| {
+            let record = BaseRecord::<(), str>::to("sink").payload("v");
+            txn.send(partition.clone(), offset, record).unwrap();
+        };
+        send(&p0, 0);
+        send(&p1, 0);
+        let Outcome::Committed(first) = txn.commit_to_group(&group).unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(first, HashMap::from([(p0.clone(), 0), (p1.clone(), 0)]));
+        // Both partitions' next records are delivered, then the commit
+        // fails: an abort.
+        send(&p0, 1);
+        send(&p1, 1);
+        cluster.request_errors(
+            RDKafkaApiKey::EndTxn,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+        );
+        let Outcome::Rewound(rewind) = txn.commit_to_group(&group).unwrap() else {
+            panic!("committed")
+        };
+        let mut partitions = rewind.partitions().to_vec();
+        partitions.sort();
+        assert_eq!(partitions, [p0.clone(), p1.clone()]);
+        assert_eq!(
+            rewind.committed(),
+            &first,
+            "seek back to what was committed"
+        );
+        txn.resume().unwrap();
+        // Only p0 is read again before the next commit: p1's aborted
+        // offset must not come back with it.
+        send(&p0, 1);
+        let Outcome::Committed(next) = txn.commit_to_group(&group).unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(next, HashMap::from([(p0.clone(), 1)]));
+    }
+}
+
+/// Waits (a poll loop, with a deadline that only reports a hang) until
+/// `txn` has sealed `sealed` transactions.
+fn until_sealed(txn: &ExactlyOnce<TopicPartition, i64>, sealed: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while txn.stats().sealed < sealed {
+        assert!(std::time::Instant::now() < deadline, "no seal");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn overlapping_sends_go_into_the_next_transaction_while_the_sealed_one_waits() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, true);
+    let group = group(&cluster);
+    let p0 = source();
+    let send = |offset: i64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        txn.send(p0.clone(), offset, record).unwrap();
+    };
+    send(0);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    // Record 1 cannot be delivered while the broker is down: the commit
+    // that seals it waits.
+    cluster.broker_down(1).unwrap();
+    send(1);
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| txn.commit_to_group(&group));
+        until_sealed(&txn, 2);
+        // Into the next transaction, at once.
+        send(2);
+        assert!(!commit.is_finished(), "the sealed transaction still waits");
+        cluster.broker_up(1).unwrap();
+        let Outcome::Committed(offsets) = commit.join().unwrap().unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(
+            offsets,
+            HashMap::from([(p0.clone(), 1)]),
+            "record 2 is not in it"
+        );
+    });
+    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
+    assert_eq!(txn.transactional_ids(), ["copy-0-a", "copy-0-b"]);
+}
+
+#[test]
+fn without_overlapping_a_send_waits_for_the_commit() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    let p0 = source();
+    let send = |offset: i64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        txn.send(p0.clone(), offset, record).unwrap();
+    };
+    send(0);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    cluster.broker_down(1).unwrap();
+    send(1);
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| txn.commit_to_group(&group));
+        until_sealed(&txn, 2);
+        let sent = s.spawn(|| send(2));
+        assert!(!commit.is_finished());
+        cluster.broker_up(1).unwrap();
+        let Outcome::Committed(offsets) = commit.join().unwrap().unwrap() else {
+            panic!("rewound")
+        };
+        assert_eq!(offsets, HashMap::from([(p0.clone(), 1)]));
+        sent.join().unwrap();
+    });
+    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
+    assert_eq!(txn.transactional_ids(), ["copy-0"]);
+}
+
+#[test]
+fn a_record_the_tracker_refuses_makes_the_next_commit_rewind() {
+    let cluster = cluster();
+    let mut config = config(&cluster);
+    config.set("reconnect.backoff.max.ms", "100");
+    // The timeout is how long the refused send waits for room.
+    let txn = ExactlyOnce::builder(&config, &transactional_id("copy", 0))
+        .capacity(1)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let group = group(&cluster);
+    let p0 = source();
+    // Record 0 stays in flight while the broker is down: the tracker has
+    // no room for record 1.
+    cluster.broker_down(1).unwrap();
+    let record = || BaseRecord::<(), str>::to("sink").payload("v");
+    txn.send(p0.clone(), 0, record()).unwrap();
+    assert!(matches!(
+        txn.send(p0.clone(), 1, record()),
+        Err(TxnError::Tracker(_))
+    ));
+    cluster.broker_up(1).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while txn.in_flight() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "record 0 not delivered"
+        );
+        std::thread::yield_now();
+    }
+    // Record 0 is delivered, but record 1 was never sent: nothing may
+    // commit past it.
+    let Outcome::Rewound(rewind) = txn.commit_to_group(&group).unwrap() else {
+        panic!("committed past a dropped record")
+    };
+    assert_eq!(rewind.partitions(), [p0]);
+    assert!(rewind.committed().is_empty());
+}
+
+#[test]
+fn overlapping_a_rewind_aborts_the_next_transaction_too() {
+    let cluster = cluster();
+    let txn = pipeline(&cluster, true);
+    let group = group(&cluster);
+    let p0 = source();
+    let send = |offset: i64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        txn.send(p0.clone(), offset, record).unwrap();
+    };
+    send(0);
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    cluster.broker_down(1).unwrap();
+    send(1);
+    cluster.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+    );
+    std::thread::scope(|s| {
+        let commit = s.spawn(|| txn.commit_to_group(&group));
+        until_sealed(&txn, 2);
+        // Record 2 goes into the next transaction, read after record 1:
+        // when 1's transaction aborts, 2's must too.
+        send(2);
+        cluster.broker_up(1).unwrap();
+        let Outcome::Rewound(rewind) = commit.join().unwrap().unwrap() else {
+            panic!("committed")
+        };
+        assert_eq!(rewind.committed(), &HashMap::from([(p0.clone(), 0)]));
+    });
+    assert_eq!(txn.in_flight(), 0, "record 2 revoked or delivered");
+    txn.resume().unwrap();
+    send(1);
+    send(2);
+    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
+        panic!("rewound")
+    };
+    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
+    assert_eq!(txn.stats().rewound, 1);
+}
+
+#[test]
+fn an_offsets_record_not_delivered_rewinds_and_the_store_loads_the_redo() {
+    let cluster = cluster();
+    let txn: ExactlyOnce<String, u64> =
+        ExactlyOnce::builder(&config(&cluster), &transactional_id("files", "orders"))
+            .build()
+            .unwrap();
+    let send = |offset: u64| {
+        let record = BaseRecord::<(), str>::to("sink").payload("row");
+        txn.send("a.csv".to_owned(), offset, record).unwrap();
+    };
+    send(1);
+    assert!(matches!(
+        txn.commit_to_topic("offsets", "orders"),
+        Ok(Outcome::Committed(_))
+    ));
+    send(2);
+    // Record 2 is delivered; the next produce request is the offsets
+    // record's, and it fails for good.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while txn.in_flight() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "record 2 not delivered"
+        );
+        std::thread::yield_now();
+    }
+    cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+    );
+    let Outcome::Rewound(rewind) = txn.commit_to_topic("offsets", "orders").unwrap() else {
+        panic!("committed")
+    };
+    assert!(
+        rewind.cause().contains("offsets record"),
+        "{}",
+        rewind.cause()
+    );
+    assert_eq!(
+        rewind.committed(),
+        &HashMap::from([("a.csv".to_owned(), 1)])
+    );
+    txn.resume().unwrap();
+    // The redo: records 2 and 3, possibly a second rewind (see
+    // IMPLEMENTATION.md), until a commit.
+    let mut committed = None;
+    for _ in 0..5 {
+        send(2);
+        send(3);
+        match txn.commit_to_topic("offsets", "orders").unwrap() {
+            Outcome::Committed(offsets) => {
+                committed = Some(offsets);
+                break;
+            }
+            Outcome::Rewound(_) => txn.resume().unwrap(),
+        }
+    }
+    assert_eq!(committed, Some(HashMap::from([("a.csv".to_owned(), 3)])));
+    let mut store: KafkaOffsetStore<String, u64> =
+        KafkaOffsetStore::builder(&config(&cluster), "offsets", "orders")
+            .check_topic(false)
+            .open()
+            .unwrap();
+    assert_eq!(
+        store.load().unwrap(),
+        HashMap::from([("a.csv".to_owned(), 3)])
+    );
+}
