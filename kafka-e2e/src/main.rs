@@ -9,13 +9,13 @@
 //! kafka-e2e consumer-group      --brokers 127.0.0.1:19092 [--stops 4] [--kills 2] [--rate 3000] [--seed …]
 //! kafka-e2e pipeline-throughput --brokers 127.0.0.1:19092 [--records 300000] [--runs 3]
 //! kafka-e2e group-worker        --brokers … --prefix … --name … --metadata on|off   (started by consumer-group)
-//! kafka-e2e exactly-once        --brokers 127.0.0.1:19092 [--records 40000] [--per-point 3] [--random 10] [--zombies 2] [--txn-ms 20] [--seed …]
+//! kafka-e2e exactly-once        --brokers 127.0.0.1:19092 [--records 40000] [--per-point 3] [--random 10] [--zombies 2] [--txn-ms 20] [--api direct|crate] [--seed …]
 //! kafka-e2e exactly-once-throughput --brokers 127.0.0.1:19092 [--records 500000] [--intervals 10,100,1000] [--runs 1]
 //! kafka-e2e exactly-once-worker --brokers … --source … --sink … --group … --task K --tasks T --ends E0,E1,…   (started by exactly-once)
 //! ```
 
 use kafka_e2e::exactly_once::driver::Schedule;
-use kafka_e2e::exactly_once::worker::{self as txn_worker, Phases, TxnConfig};
+use kafka_e2e::exactly_once::worker::{self as txn_worker, Api, Phases, TxnConfig};
 use kafka_e2e::exactly_once::{scenario, throughput as txn_throughput, worker::Ended};
 use kafka_e2e::group::driver::{self, ModeReport, Plan};
 use kafka_e2e::group::verify::Filler;
@@ -548,19 +548,23 @@ fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error>
 /// The kill test of issue 42: transactional workers killed and fenced,
 /// then the raw log judged. Prints the `exactly-once:` line last.
 fn exactly_once(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let api = api_option(options)?;
     let plan = scenario::Plan {
         brokers: option(options, "brokers", None)?,
         partitions: option(options, "partitions", Some(4))?,
         tasks: option(options, "tasks", Some(2))?,
         records: option(options, "records", Some(40_000))?,
         schedule: Schedule {
-            per_point: option(options, "per-point", Some(3))?,
+            points: api.points(),
+            // At least 12 chosen kills whatever the API's points.
+            per_point: option(options, "per-point", Some(12 / api.points().len()))?,
             random: option(options, "random", Some(10))?,
             zombies: option(options, "zombies", Some(2))?,
             seed: option(options, "seed", Some(seed()))?,
         },
         txn_interval: Duration::from_millis(option(options, "txn-ms", Some(20))?),
         max_per_txn: option(options, "max-per-txn", Some(50))?,
+        api,
     };
     let exe = std::env::current_exe()?;
     let launch = |config: &TxnConfig| {
@@ -576,6 +580,13 @@ fn exactly_once(options: &HashMap<String, String>) -> Result<bool, Error> {
             .args(["--ends", &ends.join(",")])
             .args(["--txn-ms", &config.txn_interval.as_millis().to_string()])
             .args(["--max-per-txn", &config.max_per_txn.to_string()])
+            .args([
+                "--api",
+                match config.api {
+                    Api::Direct => "direct",
+                    Api::Crate => "crate",
+                },
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -605,6 +616,7 @@ fn exactly_once_worker(options: &HashMap<String, String>) -> Result<bool, Error>
         max_per_txn: option(options, "max-per-txn", Some(50))?,
         phases: Phases::Gate,
         call_timeout: Duration::from_secs(option(options, "call-timeout-secs", Some(5))?),
+        api: api_option(options)?,
     };
     match txn_worker::run(&config)? {
         Ended::Done { .. } | Ended::Closed => Ok(true),
@@ -619,6 +631,7 @@ fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Er
     let partitions: i32 = option(options, "partitions", Some(8))?;
     let runs: usize = option(options, "runs", Some(1))?;
     let intervals: String = option(options, "intervals", Some("10,100,1000".into()))?;
+    let api = api_option(options)?;
     let mut summary = Vec::new();
     for interval in intervals.split(',') {
         let ms: u64 = interval
@@ -637,6 +650,7 @@ fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Er
                 partitions,
                 records,
                 Duration::from_millis(ms),
+                api,
             )?;
             println!(
                 "transactions of {ms} ms, run {}: {records} records consumed, produced and committed in {} transactions in {:.2?}: {:.0} records/s",
@@ -658,4 +672,14 @@ fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Er
         summary.join(", ")
     );
     Ok(true)
+}
+
+/// `--api direct` (the scenario's own transaction loop, the default) or
+/// `--api crate` (`inflight_rdkafka::transaction::ExactlyOnce`).
+fn api_option(options: &HashMap<String, String>) -> Result<Api, Error> {
+    match option::<String>(options, "api", Some("direct".into()))?.as_str() {
+        "direct" => Ok(Api::Direct),
+        "crate" => Ok(Api::Crate),
+        other => Err(Error::Other(format!("--api {other}: direct or crate"))),
+    }
 }

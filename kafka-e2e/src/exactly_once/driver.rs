@@ -15,6 +15,8 @@
 //! While a successor starts, the other workers wait at their gates, so
 //! that the schedule, not the machine's speed, decides how far they get.
 
+#[cfg(doc)]
+use super::worker::Api;
 use super::worker::TxnConfig;
 use crate::group::Rng;
 use crate::Error;
@@ -35,12 +37,11 @@ pub enum Action {
     Zombie,
 }
 
-/// The chosen points, in the order of a transaction.
-pub const POINTS: [&str; 4] = ["sent", "flushed", "offsets", "committed"];
-
 /// How many of each action (shuffled by the seed).
 #[derive(Debug, Clone)]
 pub struct Schedule {
+    /// Where chosen kills land ([`Api::points`]).
+    pub points: &'static [&'static str],
     pub per_point: usize,
     pub random: usize,
     pub zombies: usize,
@@ -50,7 +51,7 @@ pub struct Schedule {
 impl Schedule {
     pub fn actions(&self) -> Vec<Action> {
         let mut actions = Vec::new();
-        for point in POINTS {
+        for &point in self.points {
             actions.extend(std::iter::repeat_n(Action::KillAt(point), self.per_point));
         }
         actions.extend(std::iter::repeat_n(Action::RandomKill, self.random));
@@ -392,9 +393,10 @@ impl<'a> Driver<'a> {
     }
 
     fn zombie(&mut self, zombie: u64, task: i32) -> Result<(), Error> {
+        let stop_at = format!("phase {} ", self.config.api.zombie_point());
         let open = loop {
             match self.gate_of(zombie)? {
-                Some(l) if l.starts_with("phase offsets ") => break l,
+                Some(l) if l.starts_with(&stop_at) => break l,
                 Some(_) => self.go(zombie),
                 None => return Ok(()),
             }

@@ -5,6 +5,7 @@
 //! - [`worker`]: one transactional worker (a task: some source partitions
 //!   under a stable transactional id), its transaction loop in one
 //!   function, its phases reported and gated for the driver.
+//! - [`crate_worker`]: the same worker on the crate's `ExactlyOnce`.
 //! - [`driver`]: the schedule of chosen and random SIGKILLs and zombies.
 //! - [`wire`]: a minimal Kafka client (Fetch v4, read_uncommitted) over a
 //!   `TcpStream` and a parser of record batch v2.
@@ -17,6 +18,7 @@
 //! - [`throughput`]: the transactional pipeline's records per second at a
 //!   given transaction interval.
 
+pub mod crate_worker;
 pub mod driver;
 pub mod filter;
 pub mod scenario;

@@ -1,9 +1,9 @@
 //! `kafka-e2e exactly-once`: the whole scenario, from the topics to the
 //! last line.
 
-use super::driver::{Driver, Launch, Schedule, POINTS};
+use super::driver::{Driver, Launch, Schedule};
 use super::verify::verify;
-use super::worker::{Phases, TxnConfig};
+use super::worker::{Api, Phases, TxnConfig};
 use crate::group::verify::Filler;
 use crate::group::Rng;
 use crate::kafka::{self, client_config};
@@ -22,6 +22,7 @@ pub struct Plan {
     pub schedule: Schedule,
     pub txn_interval: Duration,
     pub max_per_txn: usize,
+    pub api: Api,
 }
 
 /// Initialises every transactional id once more: whatever a killed
@@ -29,6 +30,7 @@ pub struct Plan {
 fn init_again(brokers: &str, group: &str, tasks: i32, within: Duration) -> Result<(), Error> {
     for task in 0..tasks {
         let id = TxnConfig::transactional_id(group, task);
+        // `ExactlyOnce` uses the id itself (`overlapping` is off here).
         let producer: BaseProducer = client_config(brokers)
             .set("transactional.id", &id)
             .create()
@@ -93,6 +95,7 @@ pub fn run(plan: &Plan, launch: &Launch<'_>) -> Result<bool, Error> {
         txn_interval: plan.txn_interval,
         max_per_txn: plan.max_per_txn,
         phases: Phases::Gate,
+        api: plan.api,
         call_timeout: Duration::from_secs(5),
     };
     let mut driver = Driver::new(config, launch, Duration::from_secs(300));
@@ -121,7 +124,9 @@ pub fn run(plan: &Plan, launch: &Launch<'_>) -> Result<bool, Error> {
         &ends,
         Duration::from_secs(60),
     )?;
-    let points: Vec<String> = POINTS
+    let points: Vec<String> = plan
+        .api
+        .points()
         .iter()
         .map(|p| format!("{} at {p}", tally.by_point.get(p).copied().unwrap_or(0)))
         .collect();

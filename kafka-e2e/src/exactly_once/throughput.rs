@@ -1,7 +1,7 @@
 //! `kafka-e2e exactly-once-throughput`: the transactional pipeline's
 //! records per second at a few transaction intervals (issue 42, item 6).
 //!
-//! One in-process worker ([`worker::run`](super::worker::run), phases
+//! One in-process worker ([`worker::run`], phases
 //! quiet) owns every partition of a pre-filled source and runs
 //! transactions of `interval` each (no record limit): consume → produce to
 //! the sink → `begin_flush`, `wait` → offsets into the transaction →
@@ -11,7 +11,7 @@
 //! after `wait`, so it never has records in flight to flush itself (which
 //! rust-rdkafka does with 100 ms polls).
 
-use super::worker::{self, Ended, Phases, TxnConfig};
+use super::worker::{self, Api, Ended, Phases, TxnConfig};
 use crate::group::verify::Filler;
 use crate::kafka;
 use crate::Error;
@@ -39,6 +39,7 @@ pub fn measure(
     partitions: i32,
     records: u64,
     interval: Duration,
+    api: Api,
 ) -> Result<Measured, Error> {
     let (source, sink) = (format!("{prefix}-source"), format!("{prefix}-sink"));
     kafka::create_topics(
@@ -57,6 +58,7 @@ pub fn measure(
         txn_interval: interval,
         max_per_txn: usize::MAX,
         phases: Phases::Quiet,
+        api,
         call_timeout: Duration::from_secs(30),
     };
     let started = Instant::now();

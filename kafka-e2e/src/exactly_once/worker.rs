@@ -62,6 +62,39 @@ pub struct TxnConfig {
     pub phases: Phases,
     /// The bound of every transactional call.
     pub call_timeout: Duration,
+    /// Whose transaction loop: this module's or the crate's.
+    pub api: Api,
+}
+
+/// Which transaction loop a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// This module's, on rdkafka's transactional producer and a barrier
+    /// tracker: every step gated.
+    Direct,
+    /// `inflight_rdkafka::transaction::ExactlyOnce`
+    /// ([`crate_worker`](super::crate_worker)): `sent`, `delivered` and
+    /// `committed` gated.
+    Crate,
+}
+
+impl Api {
+    /// The phases a driver can kill at, in the order of a transaction.
+    pub fn points(self) -> &'static [&'static str] {
+        match self {
+            Api::Direct => &["sent", "flushed", "offsets", "committed"],
+            Api::Crate => &["sent", "delivered", "committed"],
+        }
+    }
+
+    /// Where a zombie is stopped: its records in the log, its commit not
+    /// yet asked for.
+    pub fn zombie_point(self) -> &'static str {
+        match self {
+            Api::Direct => "offsets",
+            Api::Crate => "delivered",
+        }
+    }
 }
 
 impl TxnConfig {
@@ -70,7 +103,7 @@ impl TxnConfig {
         format!("{group}-task-{task}")
     }
 
-    fn owned(&self) -> Vec<i32> {
+    pub(crate) fn owned(&self) -> Vec<i32> {
         (0..self.ends.len() as i32)
             .filter(|p| p % self.tasks == self.task)
             .collect()
@@ -101,14 +134,14 @@ pub enum Phases {
 }
 
 /// The phase line and the gate.
-struct Gate {
+pub(crate) struct Gate {
     phases: Phases,
 }
 
 impl Gate {
     /// Reports `line`; with the gate, waits for the driver's `go`. False
     /// when stdin ended.
-    fn pass(&self, line: &str) -> Result<bool, Error> {
+    pub(crate) fn pass(&self, line: &str) -> Result<bool, Error> {
         self.say(line)?;
         if self.phases != Phases::Gate {
             return Ok(true);
@@ -119,7 +152,7 @@ impl Gate {
     }
 
     /// Reports `line` unless quiet.
-    fn say(&self, line: &str) -> Result<(), Error> {
+    pub(crate) fn say(&self, line: &str) -> Result<(), Error> {
         if self.phases != Phases::Quiet {
             let mut out = std::io::stdout().lock();
             writeln!(out, "{line}")?;
@@ -168,6 +201,12 @@ fn with_deadline(
 /// Runs the worker: init (fencing any predecessor), resume from the
 /// group's committed offsets, then transactions until done.
 pub fn run(config: &TxnConfig) -> Result<Ended, Error> {
+    if config.api == Api::Crate {
+        let gate = Gate {
+            phases: config.phases,
+        };
+        return super::crate_worker::run(config, &gate);
+    }
     let tracker = Arc::new(Tracker::<i32, i64>::new());
     let producer: Sink = client_config(&config.brokers)
         .set(
@@ -224,7 +263,7 @@ pub fn run(config: &TxnConfig) -> Result<Ended, Error> {
 }
 
 /// Assigns the owned source partitions at `positions`.
-fn assign(
+pub(crate) fn assign(
     consumer: &BaseConsumer,
     source: &str,
     positions: &BTreeMap<i32, i64>,
