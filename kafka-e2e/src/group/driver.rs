@@ -300,10 +300,10 @@ impl Driver<'_> {
             d.procs[index].gone
         })?;
         self.report.kills += 1;
-        // tansu drops the dead member at its session timeout, and a
-        // survivor rejoins (its old partitions back): wait for that, so
+        // tansu drops the dead member at its session timeout (12 s), and
+        // a survivor rejoins (its old partitions back): wait for that, so
         // that the replacement's join is not planned around a dead member.
-        let expired = self.until(Duration::from_secs(15), "survivors' rejoin", |d| {
+        let expired = self.until(Duration::from_secs(20), "survivors' rejoin", |d| {
             d.live().any(|p| p.assigned_at > since)
         });
         if let Err(e) = expired {
