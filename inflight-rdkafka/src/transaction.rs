@@ -41,6 +41,17 @@
 //! rewind from [`ExactlyOnce::pending_rewind`] and seeks and resumes
 //! itself (`examples/transactional_pipeline.rs`).
 //!
+//! # Rebalances
+//!
+//! A consumer group's rebalance can move a source partition while the
+//! open transaction holds records of it. Commit before the partitions go
+//! (in your consumer context's `pre_rebalance` on a revocation, which gets
+//! the consumer: `commit_to_group(&consumer.group_metadata()?)`), as
+//! Kafka Streams does. A commit after the group moved on carries an old
+//! generation, and a broker that checks it refuses the offsets
+//! (`ILLEGAL_GENERATION`, abortable: a rewind; [`Rewind::seek`] leaves the
+//! partitions no longer assigned alone).
+//!
 //! # Error classes
 //!
 //! As librdkafka classes them (`RDKafkaError::is_retriable`,
@@ -118,7 +129,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 mod builder;
@@ -317,7 +328,7 @@ where
         V: ToBytes + ?Sized,
         D: rdkafka::util::IntoOpaque,
     {
-        let gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        let gate = self.read_gate()?;
         match gate.state {
             State::Open => {}
             State::Rewinding => return Err(TxnError::Rewinding),
@@ -329,7 +340,6 @@ where
                 seen.insert(partition.clone());
             }
         }
-        let deadline = deadline_after(self.timeout);
         let ticket = match self.tracker.send_timeout(partition, offset, self.timeout) {
             Ok(ticket) => ticket,
             Err(error) => {
@@ -339,6 +349,7 @@ where
                 return Err(TxnError::Tracker(error.to_string()));
             }
         };
+        let deadline = deadline_after(self.timeout);
         let mut record = BaseRecord {
             topic: record.topic,
             partition: record.partition,
@@ -375,7 +386,7 @@ where
     /// resume would be produced twice); check it in its loop, or when
     /// `send` returns [`TxnError::Rewinding`].
     pub fn pending_rewind(&self) -> Option<Rewind<P, O>> {
-        let gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        let gate = self.read_gate().ok()?;
         if gate.state != State::Rewinding {
             return None;
         }
@@ -386,8 +397,8 @@ where
     /// the next transaction and lets sends in again. Nothing to do (`Ok`)
     /// when no rewind is pending.
     pub fn resume(&self) -> Result<(), TxnError> {
-        let _books = lock(&self.books);
-        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let _books = self.books()?;
+        let mut gate = self.write_gate()?;
         match gate.state {
             State::Open => Ok(()),
             State::Stopped => Err(TxnError::Stopped),
@@ -401,6 +412,27 @@ where
                 Ok(())
             }
         }
+    }
+
+    /// The gate, shared. A panic of user code (`P`'s or `O`'s `Hash`,
+    /// `Eq`, `Clone`, `Serialize`) in the middle of a commit, a rewind or
+    /// a resume poisons the gate or the books: the pipeline is stopped
+    /// from then on, since its transactions may be half done.
+    fn read_gate(&self) -> Result<RwLockReadGuard<'_, Gate>, TxnError> {
+        if self.books.is_poisoned() {
+            return Err(TxnError::Stopped);
+        }
+        self.gate.read().map_err(|_| TxnError::Stopped)
+    }
+
+    /// The gate, exclusive (see [`read_gate`](Self::read_gate)).
+    fn write_gate(&self) -> Result<RwLockWriteGuard<'_, Gate>, TxnError> {
+        self.gate.write().map_err(|_| TxnError::Stopped)
+    }
+
+    /// The books, held through a commit (see [`read_gate`](Self::read_gate)).
+    fn books(&self) -> Result<MutexGuard<'_, Books<P, O>>, TxnError> {
+        self.books.lock().map_err(|_| TxnError::Stopped)
     }
 
     /// Begins a transaction on producer `index`; a failure stops.
@@ -420,9 +452,9 @@ where
     where
         W: FnOnce(&ThreadedProducer<TxnContext<P, O>>, &HashMap<P, O>, Instant) -> Result<(), Step>,
     {
-        let mut books = lock(&self.books);
+        let mut books = self.books()?;
         let sealed_at = Instant::now();
-        let mut gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let mut gate = self.write_gate()?;
         match gate.state {
             State::Open => {}
             State::Rewinding => return Err(TxnError::Rewinding),
@@ -449,18 +481,12 @@ where
         } else {
             Some(gate)
         };
-        let deadline = deadline_after(self.timeout);
         let producer = &self.producers[sealed];
         let done = match flush.wait(self.timeout) {
             Ok(_) if dropped => Err(Step::Abort(
                 "the tracker refused a record of the transaction".to_owned(),
             )),
-            Ok(offsets) => write(producer, &offsets, deadline).and_then(|()| {
-                let retried = steps::retrying("commit_transaction", deadline, |left| {
-                    producer.commit_transaction(left)
-                })?;
-                Ok((offsets, retried))
-            }),
+            Ok(offsets) => self.finish(producer, offsets, write),
             Err(FlushError::Failed { failed }) => Err(Step::Abort(format!(
                 "{failed} records of the transaction were not delivered"
             ))),
@@ -468,7 +494,7 @@ where
         };
         let mut gate = match held {
             Some(gate) => gate,
-            None => self.gate.write().unwrap_or_else(PoisonError::into_inner),
+            None => self.write_gate()?,
         };
         match done {
             Ok((offsets, retried)) => {
@@ -498,6 +524,25 @@ where
                 Err(error)
             }
         }
+    }
+
+    /// Puts the offsets into the sealed transaction and commits it: each
+    /// step with a timeout of its own. `Ok` carries the retries.
+    fn finish<W>(
+        &self,
+        producer: &ThreadedProducer<TxnContext<P, O>>,
+        offsets: HashMap<P, O>,
+        write: W,
+    ) -> Result<(HashMap<P, O>, u64), Step>
+    where
+        W: FnOnce(&ThreadedProducer<TxnContext<P, O>>, &HashMap<P, O>, Instant) -> Result<(), Step>,
+    {
+        write(producer, &offsets, deadline_after(self.timeout))?;
+        let retried =
+            steps::retrying("commit_transaction", deadline_after(self.timeout), |left| {
+                producer.commit_transaction(left)
+            })?;
+        Ok((offsets, retried))
     }
 
     /// Aborts the sealed transaction (and the open one, overlapping),

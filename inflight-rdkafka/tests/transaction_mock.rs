@@ -646,3 +646,129 @@ fn an_offsets_record_not_delivered_rewinds_and_the_store_loads_the_redo() {
         HashMap::from([("a.csv".to_owned(), 3)])
     );
 }
+
+/// A source partition whose `Serialize` panics while `PANICS` is set.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Touchy(u32);
+
+static PANICS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl serde::Serialize for Touchy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        assert!(
+            !PANICS.load(std::sync::atomic::Ordering::Relaxed),
+            "the user's Serialize panics"
+        );
+        serializer.serialize_u32(self.0)
+    }
+}
+
+#[test]
+fn a_panic_of_user_code_in_a_commit_stops_the_pipeline() {
+    let cluster = cluster();
+    let txn: ExactlyOnce<Touchy, u64> =
+        ExactlyOnce::builder(&config(&cluster), &transactional_id("touchy", 0))
+            .overlapping(true)
+            .build()
+            .unwrap();
+    let record = || BaseRecord::<(), str>::to("sink").payload("row");
+    txn.send(Touchy(1), 7, record()).unwrap();
+    PANICS.store(true, std::sync::atomic::Ordering::Relaxed);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        txn.commit_to_topic("offsets", "touchy")
+    }));
+    PANICS.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert!(panicked.is_err());
+    // The sealed transaction is half done: nothing goes on.
+    assert!(matches!(
+        txn.send(Touchy(1), 8, record()),
+        Err(TxnError::Stopped)
+    ));
+    assert!(matches!(
+        txn.commit_to_topic("offsets", "touchy"),
+        Err(TxnError::Stopped)
+    ));
+    assert!(matches!(txn.resume(), Err(TxnError::Stopped)));
+    assert!(txn.pending_rewind().is_none());
+}
+
+#[test]
+fn rewind_seek_moves_the_consumer_back_to_the_committed_offsets() {
+    use rdkafka::producer::{Producer, ThreadedProducer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    use rdkafka::Message;
+    let cluster = cluster();
+    let filler: ThreadedProducer<DefaultProducerContext> = config(&cluster).create().unwrap();
+    for partition in [0, 1] {
+        for i in 0..10 {
+            let payload = i.to_string();
+            let record = BaseRecord::<(), str>::to("source")
+                .partition(partition)
+                .payload(&payload);
+            filler.send(record).map_err(|(e, _)| e).unwrap();
+        }
+    }
+    filler.flush(Duration::from_secs(30)).unwrap();
+    let consumer: BaseConsumer = config(&cluster)
+        .set("group.id", "group")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for partition in [0, 1] {
+        assignment
+            .add_partition_offset("source", partition, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let next = |count: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut read = Vec::new();
+        while read.len() < count {
+            assert!(std::time::Instant::now() < deadline, "nothing to read");
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message.unwrap();
+                read.push((message.partition(), message.offset()));
+            }
+        }
+        read
+    };
+    let txn = pipeline(&cluster, false);
+    let group = consumer.group_metadata().unwrap();
+    let send = |(partition, offset): (i32, i64)| {
+        let record = BaseRecord::<(), str>::to("sink").payload("v");
+        let source = TopicPartition::new("source", partition);
+        txn.send(source, offset, record).unwrap();
+    };
+    // Partition 0 up to 4 is committed; partition 1 never is.
+    let mut read = next(20);
+    read.sort();
+    read.iter()
+        .filter(|(p, o)| *p == 0 && *o < 5)
+        .for_each(|&r| send(r));
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Committed(_))
+    ));
+    read.iter()
+        .filter(|(p, o)| *p == 1 || *o >= 5)
+        .for_each(|&r| send(r));
+    cluster.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+    );
+    let Outcome::Rewound(rewind) = txn.commit_to_group(&group).unwrap() else {
+        panic!("committed")
+    };
+    rewind.seek(&consumer, Duration::from_secs(10)).unwrap();
+    txn.resume().unwrap();
+    // Read again: partition 0 from 5 (after what was committed), partition
+    // 1 from its beginning (the group has no offset for it).
+    let mut again = next(15);
+    again.sort();
+    let expected: Vec<_> = (5..10)
+        .map(|o| (0, o))
+        .chain((0..10).map(|o| (1, o)))
+        .collect();
+    assert_eq!(again, expected);
+}
