@@ -75,7 +75,7 @@ pub fn run(plan: &Plan, launch: &Launch<'_>) -> Result<bool, Error> {
     let ends: Vec<i64> = counts.iter().map(|&n| n as i64).collect();
     let actions = plan.schedule.actions();
     println!(
-        "exactly-once: {} tasks over {} partitions ({} records in {source}), transactions of at most {:?} or {} records; {} actions, seed {}",
+        "exactly-once scenario: {} tasks over {} partitions ({} records in {source}), transactions of at most {:?} or {} records; {} actions, seed {}",
         plan.tasks,
         plan.partitions,
         plan.records,
