@@ -149,6 +149,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("the last commit rewound: {}", rewind.cause());
     }
     let stats = txn.stats();
+    // Nothing left open for the next instance to abort.
+    txn.close()?;
     println!(
         "copied {copied} records in {:.2} s ({}): {} commits, {} rewinds, sends kept out {:.1} ms \
          in all ({:.3} ms a commit)",

@@ -435,6 +435,33 @@ where
         self.books.lock().map_err(|_| TxnError::Stopped)
     }
 
+    /// Stops the pipeline cleanly: aborts the open transaction, so what
+    /// was sent since the last commit is neither committed nor left open
+    /// (an open transaction holds back `read_committed` readers of its
+    /// partitions until the broker times it out or the next instance's
+    /// `init_transactions` aborts it; a broker without a transaction
+    /// timeout, such as tansu, holds them until then). Commit first what
+    /// should be kept. Dropping the pipeline without `close` leaves the
+    /// open transaction to the next instance.
+    pub fn close(self) -> Result<(), TxnError> {
+        let _books = self.books()?;
+        let mut gate = self.write_gate()?;
+        if gate.state != State::Open {
+            // Stopped: nothing safe to do; rewinding: aborted already.
+            return match gate.state {
+                State::Stopped => Err(TxnError::Stopped),
+                _ => Ok(()),
+            };
+        }
+        gate.state = State::Stopped;
+        let producer = &self.producers[gate.open];
+        steps::retrying("abort_transaction", deadline_after(self.timeout), |left| {
+            producer.abort_transaction(left)
+        })
+        .map(|_| ())
+        .map_err(Step::into_error)
+    }
+
     /// Begins a transaction on producer `index`; a failure stops.
     fn begin(&self, gate: &mut Gate, index: usize) -> Result<(), TxnError> {
         self.producers[index].begin_transaction().map_err(|error| {

@@ -172,3 +172,28 @@ fn a_restart_with_the_same_id_fences_the_zombie() {
     ));
     assert_eq!(committed(&consumer, &source), Offset::Offset(4));
 }
+
+#[test]
+#[ignore = "needs a broker: KAFKA_E2E_BROKERS"]
+fn offsets_committed_to_a_topic_are_what_the_offset_store_loads() {
+    use inflight::store::OffsetStore;
+    use inflight_rdkafka::KafkaOffsetStore;
+    let (_, sink) = topics(0);
+    let offsets = unique("txn-offsets");
+    // Creates the offsets topic, compacted.
+    let mut store: KafkaOffsetStore<String, u64> =
+        KafkaOffsetStore::open(&config(), &offsets, "orders").unwrap();
+    let txn: ExactlyOnce<String, u64> = ExactlyOnce::builder(&config(), &unique("txn-files"))
+        .build()
+        .unwrap();
+    for (file, offset) in [("a.csv", 10), ("b.csv", 4), ("a.csv", 11)] {
+        let record = BaseRecord::<(), str>::to(&sink).payload("row");
+        txn.send(file.to_owned(), offset, record).unwrap();
+    }
+    let Outcome::Committed(committed) = txn.commit_to_topic(&offsets, "orders").unwrap() else {
+        panic!("rewound")
+    };
+    let expected = HashMap::from([("a.csv".to_owned(), 11), ("b.csv".to_owned(), 4)]);
+    assert_eq!(committed, expected);
+    assert_eq!(store.load().unwrap(), expected);
+}

@@ -6,121 +6,17 @@
 //! commits, seeking back on each rewind, and checks that every source
 //! offset was committed exactly once, in order.
 
+mod transaction_common;
+
 use inflight::store::OffsetStore;
 use inflight_rdkafka::transaction::{transactional_id, ExactlyOnce, Outcome, TxnError};
 use inflight_rdkafka::{KafkaOffsetStore, TopicPartition};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerGroupMetadata};
-use rdkafka::mocking::MockCluster;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use std::collections::HashMap;
 use std::time::Duration;
-
-type Cluster = MockCluster<'static, DefaultProducerContext>;
-
-fn cluster() -> Cluster {
-    let cluster = MockCluster::new(1).unwrap();
-    cluster.create_topic("sink", 2, 1).unwrap();
-    cluster.create_topic("offsets", 1, 1).unwrap();
-    cluster.create_topic("source", 2, 1).unwrap();
-    cluster
-}
-
-fn config(cluster: &Cluster) -> ClientConfig {
-    let mut config = ClientConfig::new();
-    config.set("bootstrap.servers", cluster.bootstrap_servers());
-    config
-}
-
-/// The group metadata a consume → transform → produce worker passes.
-fn group(cluster: &Cluster) -> ConsumerGroupMetadata {
-    let consumer: BaseConsumer = config(cluster)
-        .set("group.id", "group")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    consumer.group_metadata().unwrap()
-}
-
-fn pipeline(cluster: &Cluster, overlapping: bool) -> ExactlyOnce<TopicPartition, i64> {
-    ExactlyOnce::builder(&config(cluster), &transactional_id("copy", 0))
-        .overlapping(overlapping)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-fn source() -> TopicPartition {
-    TopicPartition::new("source", 0)
-}
-
-/// Sends source offsets `from..to` into the open transaction.
-fn send_range(txn: &ExactlyOnce<TopicPartition, i64>, from: i64, to: i64) {
-    for offset in from..to {
-        let payload = offset.to_string();
-        let record = BaseRecord::<(), str>::to("sink").payload(&payload);
-        txn.send(source(), offset, record).unwrap();
-    }
-}
-
-/// What the source saw: each commit's range, and the rewinds.
-#[derive(Default, Debug)]
-struct Run {
-    /// The source position: the next offset to read.
-    position: i64,
-    /// Every offset committed, in commit order.
-    committed: Vec<i64>,
-    rewinds: usize,
-}
-
-impl Run {
-    /// One round: read `batch` records, commit; on a rewind seek back.
-    fn round(
-        &mut self,
-        txn: &ExactlyOnce<TopicPartition, i64>,
-        batch: i64,
-        commit: impl FnOnce() -> Result<Outcome<TopicPartition, i64>, TxnError>,
-    ) -> Result<(), TxnError> {
-        let start = self.committed.last().map_or(0, |last| last + 1);
-        send_range(txn, self.position, self.position + batch);
-        self.position += batch;
-        let outcome = commit()?;
-        match outcome {
-            Outcome::Committed(offsets) => {
-                if let Some(&done) = offsets.get(&source()) {
-                    self.committed.extend(start..=done);
-                    assert_eq!(done, self.position - 1, "the whole batch is covered");
-                }
-            }
-            Outcome::Rewound(rewind) => {
-                self.rewinds += 1;
-                assert_eq!(rewind.partitions(), [source()], "every partition revoked");
-                let back = rewind.committed().get(&source()).map_or(0, |done| done + 1);
-                assert_eq!(back, start, "sought back to the committed offset");
-                self.position = back;
-                assert!(matches!(
-                    txn.send(
-                        source(),
-                        back,
-                        BaseRecord::<(), str>::to("sink").payload("x")
-                    ),
-                    Err(TxnError::Rewinding)
-                ));
-                let pending = txn.pending_rewind().expect("pending until resumed");
-                assert_eq!(pending.partitions(), rewind.partitions());
-                txn.resume().unwrap();
-                assert!(txn.pending_rewind().is_none());
-            }
-        }
-        Ok(())
-    }
-
-    /// Every offset below `end` committed once, in order.
-    fn assert_exactly_once(&self, end: i64) {
-        assert_eq!(self.committed, (0..end).collect::<Vec<_>>());
-    }
-}
+use transaction_common::*;
 
 #[test]
 fn commits_to_the_group_cover_every_record_once() {
@@ -405,94 +301,6 @@ fn a_rewind_is_not_a_merge_a_partition_not_redone_is_not_committed() {
     }
 }
 
-/// Waits (a poll loop, with a deadline that only reports a hang) until
-/// `txn` has sealed `sealed` transactions.
-fn until_sealed(txn: &ExactlyOnce<TopicPartition, i64>, sealed: u64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while txn.stats().sealed < sealed {
-        assert!(std::time::Instant::now() < deadline, "no seal");
-        std::thread::yield_now();
-    }
-}
-
-#[test]
-fn overlapping_sends_go_into_the_next_transaction_while_the_sealed_one_waits() {
-    let cluster = cluster();
-    let txn = pipeline(&cluster, true);
-    let group = group(&cluster);
-    let p0 = source();
-    let send = |offset: i64| {
-        let record = BaseRecord::<(), str>::to("sink").payload("v");
-        txn.send(p0.clone(), offset, record).unwrap();
-    };
-    send(0);
-    assert!(matches!(
-        txn.commit_to_group(&group),
-        Ok(Outcome::Committed(_))
-    ));
-    // Record 1 cannot be delivered while the broker is down: the commit
-    // that seals it waits.
-    cluster.broker_down(1).unwrap();
-    send(1);
-    std::thread::scope(|s| {
-        let commit = s.spawn(|| txn.commit_to_group(&group));
-        until_sealed(&txn, 2);
-        // Into the next transaction, at once.
-        send(2);
-        assert!(!commit.is_finished(), "the sealed transaction still waits");
-        cluster.broker_up(1).unwrap();
-        let Outcome::Committed(offsets) = commit.join().unwrap().unwrap() else {
-            panic!("rewound")
-        };
-        assert_eq!(
-            offsets,
-            HashMap::from([(p0.clone(), 1)]),
-            "record 2 is not in it"
-        );
-    });
-    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
-        panic!("rewound")
-    };
-    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
-    assert_eq!(txn.transactional_ids(), ["copy-0-a", "copy-0-b"]);
-}
-
-#[test]
-fn without_overlapping_a_send_waits_for_the_commit() {
-    let cluster = cluster();
-    let txn = pipeline(&cluster, false);
-    let group = group(&cluster);
-    let p0 = source();
-    let send = |offset: i64| {
-        let record = BaseRecord::<(), str>::to("sink").payload("v");
-        txn.send(p0.clone(), offset, record).unwrap();
-    };
-    send(0);
-    assert!(matches!(
-        txn.commit_to_group(&group),
-        Ok(Outcome::Committed(_))
-    ));
-    cluster.broker_down(1).unwrap();
-    send(1);
-    std::thread::scope(|s| {
-        let commit = s.spawn(|| txn.commit_to_group(&group));
-        until_sealed(&txn, 2);
-        let sent = s.spawn(|| send(2));
-        assert!(!commit.is_finished());
-        cluster.broker_up(1).unwrap();
-        let Outcome::Committed(offsets) = commit.join().unwrap().unwrap() else {
-            panic!("rewound")
-        };
-        assert_eq!(offsets, HashMap::from([(p0.clone(), 1)]));
-        sent.join().unwrap();
-    });
-    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
-        panic!("rewound")
-    };
-    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
-    assert_eq!(txn.transactional_ids(), ["copy-0"]);
-}
-
 #[test]
 fn a_record_the_tracker_refuses_makes_the_next_commit_rewind() {
     let cluster = cluster();
@@ -531,50 +339,6 @@ fn a_record_the_tracker_refuses_makes_the_next_commit_rewind() {
     };
     assert_eq!(rewind.partitions(), [p0]);
     assert!(rewind.committed().is_empty());
-}
-
-#[test]
-fn overlapping_a_rewind_aborts_the_next_transaction_too() {
-    let cluster = cluster();
-    let txn = pipeline(&cluster, true);
-    let group = group(&cluster);
-    let p0 = source();
-    let send = |offset: i64| {
-        let record = BaseRecord::<(), str>::to("sink").payload("v");
-        txn.send(p0.clone(), offset, record).unwrap();
-    };
-    send(0);
-    assert!(matches!(
-        txn.commit_to_group(&group),
-        Ok(Outcome::Committed(_))
-    ));
-    cluster.broker_down(1).unwrap();
-    send(1);
-    cluster.request_errors(
-        RDKafkaApiKey::EndTxn,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
-    );
-    std::thread::scope(|s| {
-        let commit = s.spawn(|| txn.commit_to_group(&group));
-        until_sealed(&txn, 2);
-        // Record 2 goes into the next transaction, read after record 1:
-        // when 1's transaction aborts, 2's must too.
-        send(2);
-        cluster.broker_up(1).unwrap();
-        let Outcome::Rewound(rewind) = commit.join().unwrap().unwrap() else {
-            panic!("committed")
-        };
-        assert_eq!(rewind.committed(), &HashMap::from([(p0.clone(), 0)]));
-    });
-    assert_eq!(txn.in_flight(), 0, "record 2 revoked or delivered");
-    txn.resume().unwrap();
-    send(1);
-    send(2);
-    let Outcome::Committed(offsets) = txn.commit_to_group(&group).unwrap() else {
-        panic!("rewound")
-    };
-    assert_eq!(offsets, HashMap::from([(p0.clone(), 2)]));
-    assert_eq!(txn.stats().rewound, 1);
 }
 
 #[test]
@@ -771,4 +535,33 @@ fn rewind_seek_moves_the_consumer_back_to_the_committed_offsets() {
         .chain((0..10).map(|o| (1, o)))
         .collect();
     assert_eq!(again, expected);
+}
+
+#[test]
+fn close_aborts_the_open_transaction() {
+    let cluster = cluster();
+    for overlapping in [false, true] {
+        let txn = pipeline(&cluster, overlapping);
+        let group = group(&cluster);
+        send_range(&txn, 0, 3);
+        assert!(matches!(
+            txn.commit_to_group(&group),
+            Ok(Outcome::Committed(_))
+        ));
+        send_range(&txn, 3, 5);
+        txn.close().unwrap();
+    }
+    // After a rewind there is no open transaction: nothing to abort.
+    let txn = pipeline(&cluster, false);
+    let group = group(&cluster);
+    send_range(&txn, 0, 3);
+    cluster.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID],
+    );
+    assert!(matches!(
+        txn.commit_to_group(&group),
+        Ok(Outcome::Rewound(_))
+    ));
+    txn.close().unwrap();
 }
