@@ -74,6 +74,10 @@ pub(crate) fn run(config: &TxnConfig, gate: &Gate) -> Result<Ended, Error> {
     let (mut transactions, mut rewinds) = (0_u64, 0_u64);
     loop {
         if at_end(&committed) {
+            // A clean stop: the transaction opened after the last commit
+            // (empty) is aborted, not left to the next instance.
+            txn.close()
+                .map_err(|e| Error::kafka("ExactlyOnce::close", e))?;
             gate.say(&format!(
                 "done {transactions} transactions, {rewinds} rewinds, at {committed:?}"
             ))?;
