@@ -10,12 +10,12 @@
 //! kafka-e2e pipeline-throughput --brokers 127.0.0.1:19092 [--records 300000] [--runs 3]
 //! kafka-e2e group-worker        --brokers … --prefix … --name … --metadata on|off   (started by consumer-group)
 //! kafka-e2e exactly-once        --brokers 127.0.0.1:19092 [--records 40000] [--per-point 3] [--random 10] [--zombies 2] [--txn-ms 20] [--api direct|crate] [--seed …]
-//! kafka-e2e exactly-once-throughput --brokers 127.0.0.1:19092 [--records 500000] [--intervals 10,100,1000] [--runs 1]
+//! kafka-e2e exactly-once-throughput --brokers 127.0.0.1:19092 [--records 500000] [--intervals 10,100,1000] [--runs 1] [--api direct|crate] [--commit after-wait|after-drain|without-wait]
 //! kafka-e2e exactly-once-worker --brokers … --source … --sink … --group … --task K --tasks T --ends E0,E1,…   (started by exactly-once)
 //! ```
 
 use kafka_e2e::exactly_once::driver::Schedule;
-use kafka_e2e::exactly_once::worker::{self as txn_worker, Api, Phases, TxnConfig};
+use kafka_e2e::exactly_once::worker::{self as txn_worker, Api, Commit, Phases, TxnConfig};
 use kafka_e2e::exactly_once::{scenario, throughput as txn_throughput, worker::Ended};
 use kafka_e2e::group::driver::{self, ModeReport, Plan};
 use kafka_e2e::group::verify::Filler;
@@ -617,6 +617,7 @@ fn exactly_once_worker(options: &HashMap<String, String>) -> Result<bool, Error>
         phases: Phases::Gate,
         call_timeout: Duration::from_secs(option(options, "call-timeout-secs", Some(5))?),
         api: api_option(options)?,
+        commit: Commit::AfterWait,
     };
     match txn_worker::run(&config)? {
         Ended::Done { .. } | Ended::Closed => Ok(true),
@@ -632,6 +633,24 @@ fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Er
     let runs: usize = option(options, "runs", Some(1))?;
     let intervals: String = option(options, "intervals", Some("10,100,1000".into()))?;
     let api = api_option(options)?;
+    // `after-wait` (what every worker does); `after-drain`: also until
+    // librdkafka counts nothing in flight; `without-wait`:
+    // `commit_transaction` right after the seal, records still in flight.
+    let commit = match option::<String>(options, "commit", Some("after-wait".into()))?.as_str() {
+        "after-wait" => Commit::AfterWait,
+        "after-drain" => Commit::AfterDrain,
+        "without-wait" => Commit::WithoutWait,
+        other => {
+            return Err(Error::Other(format!(
+                "--commit {other}: after-wait, after-drain or without-wait"
+            )))
+        }
+    };
+    if commit != Commit::AfterWait && api != Api::Direct {
+        return Err(Error::Other(
+            "--commit: the direct loop only (--api direct)".into(),
+        ));
+    }
     let mut summary = Vec::new();
     for interval in intervals.split(',') {
         let ms: u64 = interval
@@ -651,13 +670,18 @@ fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Er
                 records,
                 Duration::from_millis(ms),
                 api,
+                commit,
             )?;
             println!(
-                "transactions of {ms} ms, run {}: {records} records consumed, produced and committed in {} transactions in {:.2?}: {:.0} records/s",
+                "transactions of {ms} ms, run {}: {records} records consumed, produced and committed in {} transactions in {:.2?}: {:.0} records/s; per transaction, seal to committed {:.2?}, in the commit call {:.2?} ({} of the commit calls took {:?} or more)",
                 run + 1,
                 m.transactions,
                 m.took,
-                m.rate()
+                m.rate(),
+                m.per_transaction(m.ending),
+                m.per_transaction(m.committing),
+                m.slow_commits,
+                txn_worker::SLOW_COMMIT,
             );
             rates.push(m.rate());
         }
@@ -668,7 +692,12 @@ fn exactly_once_throughput(options: &HashMap<String, String>) -> Result<bool, Er
         ));
     }
     println!(
-        "exactly-once-throughput: {records} records over {partitions} partitions, one worker, median of {runs}: {}",
+        "exactly-once-throughput: {records} records over {partitions} partitions, one worker, {}, median of {runs}: {}",
+        match commit {
+            Commit::AfterWait => "commit after wait",
+            Commit::AfterDrain => "commit after wait and drain",
+            Commit::WithoutWait => "commit without wait",
+        },
         summary.join(", ")
     );
     Ok(true)

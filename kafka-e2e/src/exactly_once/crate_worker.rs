@@ -12,7 +12,7 @@
 //! transaction delivered, before `commit_to_group`), `committed`; the
 //! steps inside `commit_to_group` are the crate's.
 
-use super::worker::{assign, Ended, Gate, TxnConfig};
+use super::worker::{assign, Ended, Gate, TxnConfig, SLOW_COMMIT};
 use crate::kafka::client_config;
 use crate::Error;
 use inflight_rdkafka::transaction::{ExactlyOnce, Outcome, TxnError};
@@ -72,6 +72,8 @@ pub(crate) fn run(config: &TxnConfig, gate: &Gate) -> Result<Ended, Error> {
     let mut position = committed.clone();
     let at_end = |at: &BTreeMap<i32, i64>| at.iter().all(|(&p, &at)| at >= config.ends[p as usize]);
     let (mut transactions, mut rewinds) = (0_u64, 0_u64);
+    let (mut ending, mut committing) = (Duration::ZERO, Duration::ZERO);
+    let mut slow_commits = 0;
     loop {
         if at_end(&committed) {
             // A clean stop: the transaction opened after the last commit
@@ -84,6 +86,9 @@ pub(crate) fn run(config: &TxnConfig, gate: &Gate) -> Result<Ended, Error> {
             return Ok(Ended::Done {
                 transactions,
                 rewinds,
+                ending,
+                committing,
+                slow_commits,
             });
         }
         let n = transactions + 1;
@@ -123,6 +128,7 @@ pub(crate) fn run(config: &TxnConfig, gate: &Gate) -> Result<Ended, Error> {
         if !gate.pass(&format!("phase sent {n} {sent}"))? {
             return Ok(Ended::Closed);
         }
+        let sealed = Instant::now();
         // A point for the driver inside the transaction with its records
         // in the log: every record delivered (`commit_to_group` would wait
         // for the same, then put the offsets in and commit). The tracker
@@ -134,11 +140,16 @@ pub(crate) fn run(config: &TxnConfig, gate: &Gate) -> Result<Ended, Error> {
         if !gate.pass(&format!("phase delivered {n}"))? {
             return Ok(Ended::Closed);
         }
+        let commit_started = Instant::now();
         match txn
             .commit_to_group(&metadata)
             .map_err(|e| Error::kafka("ExactlyOnce::commit_to_group", e))?
         {
             Outcome::Committed(offsets) => {
+                let this_committing = commit_started.elapsed();
+                committing += this_committing;
+                slow_commits += u64::from(this_committing >= SLOW_COMMIT);
+                ending += sealed.elapsed();
                 for (partition, last) in offsets {
                     committed.insert(partition.partition, last + 1);
                 }

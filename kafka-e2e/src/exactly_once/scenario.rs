@@ -3,7 +3,7 @@
 
 use super::driver::{Driver, Launch, Schedule};
 use super::verify::verify;
-use super::worker::{Api, Phases, TxnConfig};
+use super::worker::{Api, Commit, Phases, TxnConfig};
 use crate::group::verify::Filler;
 use crate::group::Rng;
 use crate::kafka::{self, client_config};
@@ -96,6 +96,7 @@ pub fn run(plan: &Plan, launch: &Launch<'_>) -> Result<bool, Error> {
         max_per_txn: plan.max_per_txn,
         phases: Phases::Gate,
         api: plan.api,
+        commit: Commit::AfterWait,
         call_timeout: Duration::from_secs(5),
     };
     let mut driver = Driver::new(config, launch, Duration::from_secs(300));

@@ -8,10 +8,16 @@
 //! `commit_transaction`. Timed from the call (the producer's
 //! `init_transactions` and the offsets read-back included, tens of
 //! milliseconds) to the last commit. `commit_transaction` is called only
-//! after `wait`, so it never has records in flight to flush itself (which
-//! rust-rdkafka does with 100 ms polls).
+//! after `wait`, so it has no records of its own to flush (which
+//! rust-rdkafka does with 100 ms polls). `--commit` (`--api direct` only)
+//! measures the alternatives, everything else the same:
+//! [`Commit::WithoutWait`], the offsets in and `commit_transaction` right
+//! after the seal; [`Commit::AfterDrain`], after `wait` also until
+//! librdkafka counts nothing in flight (it still counts a delivered record
+//! for a moment after its delivery callback, and then the commit's flush
+//! polls 100 ms).
 
-use super::worker::{self, Api, Ended, Phases, TxnConfig};
+use super::worker::{self, Api, Commit, Ended, Phases, TxnConfig};
 use crate::group::verify::Filler;
 use crate::kafka;
 use crate::Error;
@@ -24,11 +30,22 @@ pub struct Measured {
     pub records: u64,
     pub took: Duration,
     pub transactions: u64,
+    /// Summed over the transactions: from the seal to the commit's return.
+    pub ending: Duration,
+    /// Summed over the transactions: in the commit call.
+    pub committing: Duration,
+    /// The commit calls that took [`worker::SLOW_COMMIT`] or more.
+    pub slow_commits: u64,
 }
 
 impl Measured {
     pub fn rate(&self) -> f64 {
         self.records as f64 / self.took.as_secs_f64()
+    }
+
+    /// The mean of `total` over the transactions.
+    pub fn per_transaction(&self, total: Duration) -> Duration {
+        total.div_f64(self.transactions.max(1) as f64)
     }
 }
 
@@ -40,6 +57,7 @@ pub fn measure(
     records: u64,
     interval: Duration,
     api: Api,
+    commit: Commit,
 ) -> Result<Measured, Error> {
     let (source, sink) = (format!("{prefix}-source"), format!("{prefix}-sink"));
     kafka::create_topics(
@@ -59,6 +77,7 @@ pub fn measure(
         max_per_txn: usize::MAX,
         phases: Phases::Quiet,
         api,
+        commit,
         call_timeout: Duration::from_secs(30),
     };
     let started = Instant::now();
@@ -66,11 +85,17 @@ pub fn measure(
         Ended::Done {
             transactions,
             rewinds: 0,
+            ending,
+            committing,
+            slow_commits,
         } => Ok(Measured {
             interval,
             records,
             took: started.elapsed(),
             transactions,
+            ending,
+            committing,
+            slow_commits,
         }),
         Ended::Done { rewinds, .. } => Err(Error::Other(format!(
             "exactly-once-throughput: {rewinds} rewinds in a run with no faults"

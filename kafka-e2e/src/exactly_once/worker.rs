@@ -64,6 +64,33 @@ pub struct TxnConfig {
     pub call_timeout: Duration,
     /// Whose transaction loop: this module's or the crate's.
     pub api: Api,
+    /// When the direct loop calls `commit_transaction`: after `wait` (the
+    /// default), or (measurements only) also after librdkafka's count, or
+    /// right after the seal.
+    pub commit: Commit,
+}
+
+/// When the direct transaction loop commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// `begin_flush` seals, `wait` until every covered record is
+    /// delivered, the offsets in, `commit_transaction`: the commit has
+    /// nothing left to flush.
+    AfterWait,
+    /// As `AfterWait`, then until librdkafka counts nothing in flight
+    /// (`in_flight_count`, its `outq_len`: a message is counted until it is
+    /// destroyed, after its delivery callback, where the tracker's ack
+    /// already woke `wait`), yielding the thread, at most the call
+    /// timeout: `commit_transaction`'s own flush finds nothing to poll for.
+    /// For `exactly-once-throughput`'s comparison; `--api direct` only.
+    AfterDrain,
+    /// `begin_flush` seals, the offsets consumed in, `commit_transaction`
+    /// at once, with records still in flight: rust-rdkafka's
+    /// `commit_transaction` flushes them itself, polling 100 ms at a time.
+    /// `wait` afterwards (delivered by then) and its offsets checked
+    /// against the ones committed. For `exactly-once-throughput`'s
+    /// comparison; `--api direct` only.
+    WithoutWait,
 }
 
 /// Which transaction loop a worker runs.
@@ -116,10 +143,26 @@ type Sink = ThreadedProducer<TrackingContext<i32, i64>>;
 #[derive(Debug)]
 pub enum Ended {
     /// Every owned partition committed up to its end.
-    Done { transactions: u64, rewinds: u64 },
+    Done {
+        transactions: u64,
+        rewinds: u64,
+        /// Summed over the committed transactions: from the end of the
+        /// records (the seal) to the commit's return.
+        ending: Duration,
+        /// Summed over the committed transactions: in the commit call
+        /// (`commit_transaction`; the crate's `commit_to_group`).
+        committing: Duration,
+        /// The commit calls that took [`SLOW_COMMIT`] or more.
+        slow_commits: u64,
+    },
     /// The driver closed stdin.
     Closed,
 }
+
+/// A commit call this long or longer counts as slow: half of one of
+/// rust-rdkafka's 100 ms flush polls (`commit_transaction` flushes first,
+/// polling 100 ms at a time while librdkafka counts anything in flight).
+pub const SLOW_COMMIT: Duration = Duration::from_millis(50);
 
 /// What a worker does at each phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +245,11 @@ fn with_deadline(
 /// group's committed offsets, then transactions until done.
 pub fn run(config: &TxnConfig) -> Result<Ended, Error> {
     if config.api == Api::Crate {
+        if config.commit != Commit::AfterWait {
+            return Err(Error::Other(
+                "a commit other than after wait: the direct loop only (--api direct)".into(),
+            ));
+        }
         let gate = Gate {
             phases: config.phases,
         };
@@ -297,6 +345,8 @@ fn run_transactions(
     // The next offset to consume per owned partition.
     let mut position = committed.clone();
     let (mut transactions, mut rewinds) = (0_u64, 0_u64);
+    let (mut ending, mut committing) = (Duration::ZERO, Duration::ZERO);
+    let mut slow_commits = 0;
     let done = |at: &BTreeMap<i32, i64>| at.iter().all(|(&p, &at)| at >= config.ends[p as usize]);
     loop {
         if done(&committed) {
@@ -306,6 +356,9 @@ fn run_transactions(
             return Ok(Ended::Done {
                 transactions,
                 rewinds,
+                ending,
+                committing,
+                slow_commits,
             });
         }
         let n = transactions + 1;
@@ -325,9 +378,16 @@ fn run_transactions(
             n,
             &mut position,
         )? {
-            Outcome::Committed(offsets) => {
+            Outcome::Committed {
+                offsets,
+                ending: this_ending,
+                committing: this_committing,
+            } => {
                 committed.extend(offsets);
                 transactions += 1;
+                ending += this_ending;
+                committing += this_committing;
+                slow_commits += u64::from(this_committing >= SLOW_COMMIT);
             }
             Outcome::Closed => return Ok(Ended::Closed),
             Outcome::Rewind(why) => {
@@ -351,8 +411,14 @@ fn run_transactions(
 }
 
 enum Outcome {
-    /// The offsets (next to consume) the transaction committed.
-    Committed(BTreeMap<i32, i64>),
+    /// The offsets (next to consume) the transaction committed, the time
+    /// from the seal to the commit's return and the time in
+    /// `commit_transaction`.
+    Committed {
+        offsets: BTreeMap<i32, i64>,
+        ending: Duration,
+        committing: Duration,
+    },
     Rewind(String),
     Closed,
 }
@@ -370,6 +436,7 @@ fn transaction(
     position: &mut BTreeMap<i32, i64>,
 ) -> Result<Outcome, Error> {
     let started = Instant::now();
+    let before = position.clone();
     let mut sent = 0;
     // Until the interval or the record limit, or the source's end: no
     // transaction waits for records that will not come.
@@ -424,17 +491,35 @@ fn transaction(
     if !gate.pass(&format!("phase sent {n} {sent}"))? {
         return Ok(Outcome::Closed);
     }
+    let sealed = Instant::now();
     let mut flush = tracker
         .begin_flush()
         .map_err(|e| Error::Other(format!("begin_flush: {e}")))?;
-    let offsets = match flush.wait(config.call_timeout) {
-        Ok(offsets) => offsets,
-        Err(e) => return Ok(Outcome::Rewind(format!("flush: {e}"))),
+    let next: BTreeMap<i32, i64> = match config.commit {
+        Commit::AfterWait | Commit::AfterDrain => {
+            let offsets = match flush.wait(config.call_timeout) {
+                Ok(offsets) => offsets,
+                Err(e) => return Ok(Outcome::Rewind(format!("flush: {e}"))),
+            };
+            if config.commit == Commit::AfterDrain {
+                let deadline = Instant::now() + config.call_timeout;
+                while producer.in_flight_count() > 0 && Instant::now() < deadline {
+                    std::thread::yield_now();
+                }
+            }
+            if !gate.pass(&format!("phase flushed {n}"))? {
+                return Ok(Outcome::Closed);
+            }
+            offsets.into_iter().map(|(p, o)| (p, o + 1)).collect()
+        }
+        // What this transaction consumed: every record consumed was sent
+        // into it (checked against `wait` after the commit).
+        Commit::WithoutWait => position
+            .iter()
+            .filter(|&(p, at)| before.get(p) != Some(at))
+            .map(|(&p, &at)| (p, at))
+            .collect(),
     };
-    if !gate.pass(&format!("phase flushed {n}"))? {
-        return Ok(Outcome::Closed);
-    }
-    let next: BTreeMap<i32, i64> = offsets.into_iter().map(|(p, o)| (p, o + 1)).collect();
     let mut list = TopicPartitionList::new();
     for (&p, &at) in &next {
         list.add_partition_offset(&config.source, p, Offset::Offset(at))
@@ -451,7 +536,8 @@ fn transaction(
     if !gate.pass(&format!("phase offsets {n}"))? {
         return Ok(Outcome::Closed);
     }
-    let deadline = Instant::now() + config.call_timeout;
+    let commit_started = Instant::now();
+    let deadline = commit_started + config.call_timeout;
     match with_deadline("commit_transaction", deadline, |t| {
         producer.commit_transaction(t)
     }) {
@@ -459,11 +545,30 @@ fn transaction(
         Err(e) if abortable(&e) => return Ok(Outcome::Rewind(format!("commit: {e}"))),
         Err(e) => return Err(txn_error("commit_transaction", &e)),
     }
+    let committing = commit_started.elapsed();
+    if config.commit == Commit::WithoutWait {
+        // The commit flushed the producer: every record is delivered and
+        // the tracker's offsets must be the ones committed.
+        let offsets = flush
+            .wait(config.call_timeout)
+            .map_err(|e| Error::Other(format!("wait after the commit: {e}")))?;
+        let delivered: BTreeMap<i32, i64> = offsets.into_iter().map(|(p, o)| (p, o + 1)).collect();
+        if delivered != next {
+            return Err(Error::Other(format!(
+                "transaction {n} committed offsets {next:?}, the tracker's are {delivered:?}"
+            )));
+        }
+    }
+    let ending = sealed.elapsed();
     flush
         .commit()
         .map_err(|e| Error::Other(format!("Flush::commit: {e}")))?;
     if !gate.pass(&format!("phase committed {n} {sent}"))? {
         return Ok(Outcome::Closed);
     }
-    Ok(Outcome::Committed(next))
+    Ok(Outcome::Committed {
+        offsets: next,
+        ending,
+        committing,
+    })
 }
