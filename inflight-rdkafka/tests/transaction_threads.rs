@@ -19,10 +19,7 @@ fn overlapping_sends_go_into_the_next_transaction_while_the_sealed_one_waits() {
     let txn = pipeline(&cluster, true);
     let group = group(&cluster);
     let p0 = source();
-    let send = |offset: i64| {
-        let record = BaseRecord::<(), str>::to("sink").payload("v");
-        txn.send(p0.clone(), offset, record).unwrap();
-    };
+    let send = |offset: i64| send_range(&txn, offset, offset + 1);
     send(0);
     assert!(matches!(
         txn.commit_to_group(&group),
@@ -61,10 +58,7 @@ fn without_overlapping_a_send_waits_for_the_commit() {
     let txn = pipeline(&cluster, false);
     let group = group(&cluster);
     let p0 = source();
-    let send = |offset: i64| {
-        let record = BaseRecord::<(), str>::to("sink").payload("v");
-        txn.send(p0.clone(), offset, record).unwrap();
-    };
+    let send = |offset: i64| send_range(&txn, offset, offset + 1);
     send(0);
     assert!(matches!(
         txn.commit_to_group(&group),
@@ -97,10 +91,7 @@ fn overlapping_a_rewind_aborts_the_next_transaction_too() {
     let txn = pipeline(&cluster, true);
     let group = group(&cluster);
     let p0 = source();
-    let send = |offset: i64| {
-        let record = BaseRecord::<(), str>::to("sink").payload("v");
-        txn.send(p0.clone(), offset, record).unwrap();
-    };
+    let send = |offset: i64| send_range(&txn, offset, offset + 1);
     send(0);
     assert!(matches!(
         txn.commit_to_group(&group),

@@ -170,8 +170,6 @@ pub enum Phases {
     /// Print the phase line, then wait for a line on stdin (the driver's
     /// `go`); the end of stdin ends the worker.
     Gate,
-    /// Print the phase line and go on.
-    Print,
     /// Nothing (an in-process run, for throughput).
     Quiet,
 }
